@@ -1,0 +1,33 @@
+"""hoh as a library: the same build and resume the CLI runs, callable from Python (the benchmark
+runner uses these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import HohConfig
+from .runtime.journal import Journal
+from .runtime.loop import Notify, RunReport, Runtime
+from .runtime.workspace import create_workspace, open_workspace
+
+
+def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False,
+          notify: Notify | None = None) -> RunReport:
+    """Create a workspace for `spec` and run `config.loops` loops in it."""
+    ws = create_workspace(Path(workspace), Path(spec), config, force=force)
+    return Runtime(ws, notify).run(config.loops)
+
+
+def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | None = None) -> RunReport:
+    """Continue a run: finish its target, or run `more_loops` past the last finished loop."""
+    ws = open_workspace(Path(workspace))
+    journal = Journal(ws.paths.journal)
+    finished, target = 0, ws.config.loops
+    for event in journal.events():
+        if event["event"] == "loop_finished":
+            finished = max(finished, event["loop"])
+        elif event["event"] == "run_started":
+            target = event["target_loops"]
+    if more_loops is not None:
+        target = finished + more_loops
+    return Runtime(ws, notify).run(target)

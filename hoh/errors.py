@@ -1,0 +1,41 @@
+"""The few exceptions hoh raises. Each carries what the user should do next.
+
+Library code raises these; only the CLI edge turns them into one-line messages and exit codes.
+"""
+
+from __future__ import annotations
+
+
+class HohError(Exception):
+    """Base class. `str(err)` is a complete one-line message for the user."""
+
+    exit_code = 1
+
+
+class UsageError(HohError):
+    """Bad input from the user: spec, flags, config, workspace. Nothing was changed."""
+
+    exit_code = 2
+
+
+class WorkspaceBusy(UsageError):
+    """Another hoh process holds the workspace lock."""
+
+
+class StateError(HohError):
+    """A persisted state file is unreadable, corrupt or from a newer hoh. Nothing was overwritten."""
+
+    exit_code = 2
+
+
+class RoleFailed(HohError):
+    """A role exhausted its attempts without producing a valid output."""
+
+    def __init__(self, role: str, loop: int, errors: list[str]):
+        self.role, self.loop, self.errors = role, loop, errors
+        detail = errors[-1] if errors else "no detail"
+        super().__init__(f"{role} failed in loop {loop} after all attempts: {detail}")
+
+
+class HarnessUnavailable(UsageError):
+    """The selected harness CLI is missing or unusable here."""

@@ -1,0 +1,97 @@
+"""INDEX.md: the short, categorized summary the Planner reads first (progressive disclosure).
+
+Each section is a headline plus the file that holds its details. The whole index is held under
+a byte budget whatever the length of the history: lists shrink first, then whole sections are
+cut to their headline. Building it reads only the ledger and the last few loops' reports.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .ledger import Ledger
+
+
+@dataclass
+class LoopSummary:
+    loop: int
+    verdict: str
+    verified: int
+    total: int
+    candidate_id: str | None
+    goal: str
+
+
+def spec_outline(spec: str, limit: int) -> list[str]:
+    headings = [line.strip() for line in spec.splitlines() if re.match(r"^#{1,3} ", line)]
+    return headings[:limit]
+
+
+def render_index(*, spec: str, ledger: Ledger, loops: list[LoopSummary], last_loop: int,
+                 budget_bytes: int, top_issues: int, recent_loops: int) -> str:
+    """The index after `last_loop`, at most `budget_bytes` long."""
+    for issues_shown, behaviours_shown, outline in ((top_issues, 10, 12), (top_issues // 2, 5, 6), (3, 0, 3), (0, 0, 0)):
+        text = _render(spec, ledger, loops[-recent_loops:], last_loop, issues_shown, behaviours_shown, outline)
+        if len(text.encode()) <= budget_bytes:
+            return text
+    return text.encode()[: budget_bytes - 40].decode("utf-8", "ignore") + "\n… (index cut to its byte budget)\n"
+
+
+def _render(spec: str, ledger: Ledger, loops: list[LoopSummary], last_loop: int,
+            issues_shown: int, behaviours_shown: int, outline_lines: int) -> str:
+    out = [f"# Evidence index after loop {last_loop}", ""]
+    current = loops[-1].candidate_id if loops else None
+    out += [f"Current candidate: {current or 'none yet (empty project)'}", ""]
+
+    out += ["## Spec outline — details: `spec.md`"]
+    out += [f"- {h.lstrip('#').strip()}" for h in spec_outline(spec, outline_lines)] or ["- (see spec.md)"]
+    out.append("")
+
+    out += ["## Recent loops — details: `state/loops/NNNN/qa.json`"]
+    if loops:
+        out += ["| loop | verdict | criteria verified | goal |", "|---|---|---|---|"]
+        out += [f"| {s.loop} | {s.verdict} | {s.verified}/{s.total} | {s.goal[:60]} |" for s in loops]
+    else:
+        out.append("- no loop has finished yet")
+    out.append("")
+
+    counts = ledger.counts()
+    active = ledger.ranked_active_issues()
+    out += [f"## Issues — {counts['reopened']} reopened, {counts['open']} open, "
+            f"{counts['fixed_pending_verify']} awaiting verification, {counts['closed']} closed "
+            f"— details: `state/ledger.json` (`hoh show ISSUE_ID`)"]
+    for issue in active[:issues_shown]:
+        regress = f", regressed ×{issue['regressions']}" if issue["regressions"] else ""
+        out.append(f"- {issue['id']} [{issue['status']}, {issue['severity']}{regress}] {issue['title'][:90]} "
+                   f"(last seen loop {issue['last_loop']})")
+    if len(active) > issues_shown:
+        out.append(f"- … {len(active) - issues_shown} more active issues in `state/ledger.json`")
+    out.append("")
+
+    verified = ledger.verified_behaviours()
+    out += [f"## Verified behaviours — {len(verified)} to preserve, {len(ledger.behaviours) - len(verified)} broken "
+            f"— details: `state/ledger.json` (key `behaviours`; carry every verified one into `preserve`)"]
+    for b in verified[:behaviours_shown]:
+        out.append(f"- {b['id']}: {b['behaviour'][:90]}")
+    if len(verified) > behaviours_shown:
+        out.append(f"- … {len(verified) - behaviours_shown} more in `state/ledger.json`")
+    out.append("")
+
+    if loops:
+        out += [f"## Last plan — details: `state/loops/{loops[-1].loop:04d}/plan.md`", f"- goal: {loops[-1].goal[:200]}", ""]
+    return "\n".join(out)
+
+
+def loop_summary(loop: int, plan: dict[str, Any] | None, qa: dict[str, Any] | None,
+                 candidate_id: str | None, status: str) -> LoopSummary:
+    criteria = (qa or {}).get("criteria", [])
+    return LoopSummary(
+        loop=loop,
+        verdict=qa["verdict"] if qa else status,
+        verified=sum(1 for c in criteria if c["status"] == "verified"),
+        total=sum(len(t["acceptance"]) for t in plan["tasks"]) if plan else 0,
+        candidate_id=candidate_id,
+        goal=plan["goal"] if plan else "(no plan)",
+    )

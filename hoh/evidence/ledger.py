@@ -1,0 +1,211 @@
+"""The evidence state E_t that crosses loops: the issue ledger and the verified-behaviour register.
+
+Written only by the Runtime, from QA reports and (for `fixed_pending_verify` only) Developer
+claims. Rules that make it trustworthy:
+- only QA evidence closes an issue; `insufficient_evidence` never changes anything;
+- a closed issue found failing again is `reopened`, its history kept, its regression count raised;
+- a verified behaviour that QA finds broken reopens the issues it was verified for, or else
+  becomes a new regression issue.
+Each issue gets one history entry per loop that touched it, carrying the loop's final status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import StateError
+from ..fsutil import atomic_write_json
+
+LEDGER_SCHEMA_VERSION = 1
+SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
+STATUS_RANK = {"reopened": 0, "open": 1, "fixed_pending_verify": 2, "closed": 3}
+ACTIVE = ("reopened", "open", "fixed_pending_verify")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.strip().lower())
+
+
+class Ledger:
+    def __init__(self, data: dict[str, Any] | None = None):
+        self.data = data or {"schema_version": LEDGER_SCHEMA_VERSION, "issues": [], "behaviours": []}
+        self._issues = {i["id"]: i for i in self.data["issues"]}
+        self._behaviours = {b["id"]: b for b in self.data["behaviours"]}
+        self._by_text = {_norm(b["behaviour"]): b for b in self.data["behaviours"]}
+
+    # ---- persistence -------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: Path) -> "Ledger":
+        if not path.exists():
+            return cls()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise StateError(f"{path}: corrupt ledger (not JSON); restore it from a backup, nothing was overwritten") from None
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if not isinstance(version, int):
+            raise StateError(f"{path}: corrupt ledger (no schema_version); nothing was overwritten")
+        if version > LEDGER_SCHEMA_VERSION:
+            raise StateError(f"{path}: ledger schema_version {version} is newer than this hoh; upgrade hoh")
+        from ..resources import schema_errors
+        if errors := schema_errors("ledger", data):
+            raise StateError(f"{path}: corrupt ledger ({errors[0]}); nothing was overwritten")
+        return cls(data)
+
+    def save(self, path: Path) -> None:
+        atomic_write_json(path, self.data)
+
+    # ---- queries -----------------------------------------------------------------------------
+    @property
+    def issues(self) -> list[dict[str, Any]]:
+        return self.data["issues"]
+
+    @property
+    def behaviours(self) -> list[dict[str, Any]]:
+        return self.data["behaviours"]
+
+    def issue(self, issue_id: str) -> dict[str, Any] | None:
+        return self._issues.get(issue_id)
+
+    def issue_ids(self) -> set[str]:
+        return set(self._issues)
+
+    def behaviour_ids(self) -> set[str]:
+        return set(self._behaviours)
+
+    def verified_behaviours(self) -> list[dict[str, Any]]:
+        return [b for b in self.behaviours if b["status"] == "verified"]
+
+    def ranked_active_issues(self) -> list[dict[str, Any]]:
+        """Reopened first, then open, then awaiting verification; each by severity, then age."""
+        active = [i for i in self.issues if i["status"] in ACTIVE]
+        return sorted(active, key=lambda i: (STATUS_RANK[i["status"]], SEVERITY_RANK[i["severity"]], i["id"]))
+
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in STATUS_RANK}
+        for issue in self.issues:
+            out[issue["status"]] += 1
+        return out
+
+    # ---- updates -----------------------------------------------------------------------------
+    def _new_issue(self, title: str, severity: str, loop: int, behaviour_id: str | None = None) -> dict[str, Any]:
+        issue = {"id": f"I-{len(self.issues) + 1:04d}", "title": title, "severity": severity, "status": "open",
+                 "first_loop": loop, "last_loop": loop, "regressions": 0, "history": []}
+        if behaviour_id:
+            issue["behaviour_id"] = behaviour_id
+        self.issues.append(issue)
+        self._issues[issue["id"]] = issue
+        return issue
+
+    def _behaviour_for(self, text: str, loop: int, candidate_id: str) -> dict[str, Any]:
+        found = self._by_text.get(_norm(text))
+        if found is None:
+            found = {"id": f"V-{len(self.behaviours) + 1:04d}", "behaviour": text, "status": "verified",
+                     "first_verified": {"loop": loop, "candidate_id": candidate_id}, "issues": [], "history": []}
+            self.behaviours.append(found)
+            self._behaviours[found["id"]] = found
+            self._by_text[_norm(text)] = found
+        return found
+
+    def apply_loop(self, loop: int, plan: dict[str, Any], developer: dict[str, Any] | None,
+                   candidate_id: str | None, qa: dict[str, Any] | None) -> None:
+        """Fold one loop's Developer claims and QA report into the ledger."""
+        touched: dict[str, dict[str, Any]] = {}
+
+        def touch(issue: dict[str, Any], status: str, source: str, evidence: list[str], note: str = "") -> None:
+            entry = touched.setdefault(issue["id"], {"loop": loop, "candidate_id": candidate_id, "status": issue["status"],
+                                                     "sources": [], "evidence": [], "notes": []})
+            if source not in entry["sources"]:
+                entry["sources"].append(source)
+            entry["evidence"] += [e for e in evidence if e not in entry["evidence"]]
+            if note:
+                entry["notes"].append(note)
+            entry["status"] = status
+
+        claimed = {t["id"] for t in (developer or {}).get("tasks", []) if t["status"] == "done"}
+        for task in plan["tasks"]:
+            if task["id"] in claimed:
+                for issue_id in task["issues"]:
+                    issue = self._issues.get(issue_id)
+                    if issue and issue["status"] in ("open", "reopened"):
+                        touch(issue, "fixed_pending_verify", "developer", [], f"developer claims task {task['id']} done")
+
+        if qa is not None:
+            self._apply_qa(loop, plan, candidate_id, qa, touch)
+
+        for issue_id, entry in touched.items():
+            issue = self._issues[issue_id]
+            if entry["status"] == "reopened" and issue["status"] == "closed":
+                issue["regressions"] += 1
+            issue["status"] = entry["status"]
+            issue["last_loop"] = loop
+            entry["notes"] = "; ".join(entry["notes"])
+            issue["history"].append(entry)
+
+    def _apply_qa(self, loop, plan, candidate_id, qa, touch) -> None:
+        def refs(item: dict[str, Any]) -> list[str]:
+            return [f"{e['kind']}:{e['ref']}" for e in item["evidence"]]
+
+        criteria = {c["id"]: c for c in qa["criteria"]}
+        failing: dict[str, tuple[list[str], str]] = {}  # issue id → evidence, note; failure beats success
+        passing: dict[str, list[str]] = {}
+
+        for task in plan["tasks"]:
+            results = [criteria[a["id"]] for a in task["acceptance"] if a["id"] in criteria]
+            statuses = {r["status"] for r in results}
+            evidence = [x for r in results for x in refs(r)]
+            for issue_id in task["issues"]:
+                if "failed" in statuses:
+                    failing.setdefault(issue_id, (evidence, f"acceptance of task {task['id']} failed"))
+                elif statuses == {"verified"}:
+                    passing[issue_id] = evidence
+            for acc in task["acceptance"]:
+                result = criteria.get(acc["id"])
+                if result and result["status"] == "verified":
+                    behaviour = self._behaviour_for(acc["condition"], loop, candidate_id)
+                    self._mark_behaviour(behaviour, "verified", loop, candidate_id)
+                    for issue_id in task["issues"]:
+                        if issue_id not in behaviour["issues"]:
+                            behaviour["issues"].append(issue_id)
+
+        for item in qa["preserved"]:
+            behaviour = self._behaviours.get(item["id"])
+            if behaviour is None or item["status"] == "insufficient_evidence":
+                continue
+            self._mark_behaviour(behaviour, item["status"], loop, candidate_id)
+            linked = behaviour["issues"] + [i["id"] for i in self.issues if i.get("behaviour_id") == behaviour["id"]]
+            if item["status"] == "verified":
+                for issue_id in linked:
+                    if self._issues[issue_id].get("behaviour_id") == behaviour["id"]:
+                        passing.setdefault(issue_id, refs(item))
+            else:
+                if not linked:
+                    issue = self._new_issue(f"Regression: {behaviour['behaviour']}", "major", loop, behaviour["id"])
+                    linked = [issue["id"]]
+                for issue_id in linked:
+                    failing.setdefault(issue_id, (refs(item), f"verified behaviour {behaviour['id']} broke"))
+
+        for finding in qa["findings"]:
+            issue = self._issues.get(finding.get("issue_id", "")) or self._new_issue(finding["title"], finding["severity"], loop)
+            failing.setdefault(issue["id"], (refs(finding), finding["title"]))
+
+        for issue_id, evidence in passing.items():
+            if issue_id not in failing and self._issues[issue_id]["status"] != "closed":
+                touch(self._issues[issue_id], "closed", "qa", evidence, "verified by QA")
+        for issue_id, (evidence, note) in failing.items():
+            issue = self._issues[issue_id]
+            new_status = {"closed": "reopened", "reopened": "reopened"}.get(issue["status"], "open")
+            touch(issue, new_status, "qa", evidence, note)
+
+    def _mark_behaviour(self, behaviour: dict[str, Any], status: str, loop: int, candidate_id: str) -> None:
+        behaviour["status"] = "verified" if status == "verified" else "broken"
+        if status == "verified":
+            behaviour["last_verified"] = {"loop": loop, "candidate_id": candidate_id}
+        history = behaviour["history"]
+        if history and history[-1]["loop"] == loop:
+            history[-1]["status"] = behaviour["status"]
+        else:
+            history.append({"loop": loop, "candidate_id": candidate_id, "status": behaviour["status"]})

@@ -1,0 +1,160 @@
+"""The one subprocess choke point: every harness CLI runs through `run_process`.
+
+It owns the wall and idle timeouts, the kill of the whole process group, teeing stdout and
+stderr to files as they arrive (so a kill keeps the partial event stream), and bounded memory:
+only the head and tail of stderr are kept in memory, whatever the CLI prints.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+TAIL_BYTES = 16 * 1024
+KILL_GRACE_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    exit_code: int | None
+    """None when hoh killed the process."""
+    timed_out: Literal["wall", "idle"] | None
+    duration_s: float
+    stdout_path: Path
+    stderr_path: Path
+    stderr_excerpt: str
+    """Head and tail of stderr, for error messages and typing."""
+    spawn_error: str | None = None
+    """Set when the executable could not be started at all."""
+
+
+class _Tee(threading.Thread):
+    """Copy a pipe to a file chunk by chunk, noting the time of the last output."""
+
+    def __init__(self, pipe, path: Path, keep_excerpt: bool):
+        super().__init__(daemon=True)
+        self.pipe, self.path, self.keep_excerpt = pipe, path, keep_excerpt
+        self.last_activity = time.monotonic()
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def run(self) -> None:
+        with open(self.path, "wb") as out:
+            for chunk in iter(lambda: self.pipe.read1(65536), b""):
+                self.last_activity = time.monotonic()
+                out.write(chunk)
+                out.flush()
+                self.total += len(chunk)
+                if self.keep_excerpt:
+                    if len(self.head) < TAIL_BYTES:
+                        self.head += chunk[: TAIL_BYTES - len(self.head)]
+                    self.tail = (self.tail + chunk)[-TAIL_BYTES:]
+
+    def excerpt(self) -> str:
+        head, tail = bytes(self.head), bytes(self.tail)
+        overlap = len(head) + len(tail) - self.total
+        if self.total <= len(head):
+            text = head
+        elif overlap >= 0:
+            text = head + tail[overlap:]
+        else:
+            return (head.decode("utf-8", "replace") + f"\n… [{-overlap} bytes omitted] …\n"
+                    + tail.decode("utf-8", "replace"))
+        return text.decode("utf-8", "replace")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            # The leader is gone; make sure no child it left in the group survives.
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        return
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdin: bytes | None,
+    stdout_path: Path,
+    stderr_path: Path,
+    wall_timeout: float,
+    idle_timeout: float,
+) -> ProcessResult:
+    """Run argv in its own process group; never a shell string, never an open stdin."""
+    start = time.monotonic()
+    stdout_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, start_new_session=True,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+    except OSError as err:
+        stdout_path.write_bytes(b"")
+        stderr_path.write_text(str(err))
+        return ProcessResult(None, None, 0.0, stdout_path, stderr_path, str(err), spawn_error=str(err))
+
+    out, err = _Tee(proc.stdout, stdout_path, False), _Tee(proc.stderr, stderr_path, True)
+    out.start()
+    err.start()
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
+
+    timed_out: Literal["wall", "idle"] | None = None
+    while proc.poll() is None:
+        now = time.monotonic()
+        if now - start > wall_timeout:
+            timed_out = "wall"
+        elif now - max(out.last_activity, err.last_activity, start) > idle_timeout:
+            timed_out = "idle"
+        if timed_out:
+            _kill_group(proc)
+            break
+        time.sleep(0.05)
+    else:
+        # Children that outlive the leader would keep the pipes open and leak.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    out.join(timeout=10)
+    err.join(timeout=10)
+    return ProcessResult(
+        exit_code=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        duration_s=round(time.monotonic() - start, 3),
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stderr_excerpt=err.excerpt(),
+    )
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    try:
+        proc.stdin.write(data)
+    except (BrokenPipeError, OSError):
+        pass
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass

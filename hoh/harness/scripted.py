@@ -1,0 +1,54 @@
+"""Adapter for the scripted agent (`hoh.testing.scripted_agent`): hoh's model-free harness."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage
+
+
+class ScriptedAdapter(HarnessAdapter):
+    name = "scripted"
+
+    def script_path(self, request: RoleRequest) -> Path:
+        script = Path(self.config.script or "script.yaml")
+        return script if script.is_absolute() else Path(request.context["workspace"]) / script
+
+    def build_argv(self, request: RoleRequest) -> list[str]:
+        return [sys.executable, "-m", "hoh.testing.scripted_agent", "--script", str(self.script_path(request)),
+                "--role", request.role, "--loop", str(request.loop), "--attempt", str(request.attempt),
+                *self.config.extra_args]
+
+    def env(self, request: RoleRequest) -> dict[str, str]:
+        env = super().env(request)
+        env["HOH_SCRIPT_CONTEXT"] = json.dumps({k: str(v) for k, v in request.context.items()})
+        # The agent imports hoh; keep the interpreter's own import path.
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        return env
+
+    def parse_events(self, lines: Iterable[str]) -> ParsedRun:
+        parsed = ParsedRun()
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type")
+            if kind == "session":
+                parsed.session_id = event.get("id")
+            elif kind == "tool":
+                parsed.tool_calls += 1
+            elif kind == "message":
+                parsed.final_message = event.get("text")
+            elif kind == "usage":
+                parsed.usage = parsed.usage.add(Usage(int(event.get("input_tokens", 0)),
+                                                      int(event.get("cached_input_tokens", 0)),
+                                                      int(event.get("output_tokens", 0))))
+            elif kind == "error":
+                parsed.error, parsed.error_outcome = event.get("message"), Outcome.model_error
+        return parsed

@@ -1,0 +1,143 @@
+"""The one place that builds workspace paths.
+
+    WORKSPACE/
+      hoh.yaml                  run configuration (user-editable between sessions)
+      spec.md                   S, the frozen spec; its sha256 is in state/workspace.json
+      script.yaml               the scripted harness's script, frozen at build (scripted runs only)
+      hoh.lock                  held by the one hoh process working here
+      project/                  A_t: a git repository; loop t is commit + tag `loop-000t`
+      scratch/                  disposable: per-attempt role homes, QA's candidate copies
+        loop-0007/qa/candidate/   a fresh copy of the frozen candidate (read-only for QA)
+        loop-0007/qa/evidence/    QA's evidence dir (its only writable area)
+        homes/<harness>/          isolated config homes for harness CLIs
+      state/                    written by the Runtime only, never by an agent
+        workspace.json          identity: schema_version, spec sha256, created_by
+        journal.jsonl           append-only, fsynced event log: the truth for resume
+        INDEX.md                progressive-disclosure index the Planner reads first
+        ledger.json             issue ledger and verified-behaviour register
+        loops/0007/
+          plan.json plan.md     D_t
+          developer.json        the Developer's report (claims, never acceptance)
+          candidate.json        frozen candidate: id, commit, tree, parent
+          qa.json               E_t for this loop, bound to the candidate id
+          evidence/             QA's evidence files, copied in after validation
+          roles/<role>/attempt-1/
+            prompt.md inputs.json events.jsonl stderr.log result.json
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROLES = ("planner", "developer", "qa")
+
+
+@dataclass(frozen=True)
+class WorkspacePaths:
+    root: Path
+
+    @classmethod
+    def at(cls, root: Path | str) -> "WorkspacePaths":
+        return cls(Path(root).expanduser().resolve())
+
+    @property
+    def config(self) -> Path:
+        return self.root / "hoh.yaml"
+
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.md"
+
+    @property
+    def script(self) -> Path:
+        return self.root / "script.yaml"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "hoh.lock"
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def scratch(self) -> Path:
+        return self.root / "scratch"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def identity(self) -> Path:
+        return self.state / "workspace.json"
+
+    @property
+    def journal(self) -> Path:
+        return self.state / "journal.jsonl"
+
+    @property
+    def index(self) -> Path:
+        return self.state / "INDEX.md"
+
+    @property
+    def ledger(self) -> Path:
+        return self.state / "ledger.json"
+
+    def harness_home(self, harness: str) -> Path:
+        return self.scratch / "homes" / harness
+
+    def loop(self, t: int) -> "LoopPaths":
+        return LoopPaths(self.state / "loops" / f"{t:04d}", self.scratch / f"loop-{t:04d}")
+
+    def rel(self, path: Path) -> str:
+        """A workspace-relative POSIX path, as recorded in manifests and reports."""
+        return path.resolve().relative_to(self.root).as_posix()
+
+
+@dataclass(frozen=True)
+class LoopPaths:
+    dir: Path
+    scratch: Path
+
+    @property
+    def plan(self) -> Path:
+        return self.dir / "plan.json"
+
+    @property
+    def plan_md(self) -> Path:
+        return self.dir / "plan.md"
+
+    @property
+    def developer(self) -> Path:
+        return self.dir / "developer.json"
+
+    @property
+    def candidate(self) -> Path:
+        return self.dir / "candidate.json"
+
+    @property
+    def qa(self) -> Path:
+        return self.dir / "qa.json"
+
+    @property
+    def evidence(self) -> Path:
+        return self.dir / "evidence"
+
+    @property
+    def qa_candidate(self) -> Path:
+        return self.scratch / "qa" / "candidate"
+
+    @property
+    def qa_evidence(self) -> Path:
+        return self.scratch / "qa" / "evidence"
+
+    def role_dir(self, role: str) -> Path:
+        return self.dir / "roles" / role
+
+    def attempt_dir(self, role: str, attempt: int) -> Path:
+        return self.role_dir(role) / f"attempt-{attempt}"
+
+    def output(self, role: str) -> Path:
+        return {"planner": self.plan, "developer": self.developer, "qa": self.qa}[role]

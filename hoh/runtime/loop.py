@@ -1,0 +1,224 @@
+"""The Runtime: sequences Planner → Developer → freeze → QA → evidence, loop after loop.
+
+Every step ends by writing its state file atomically and then journaling `step_finished`; on
+resume a step runs again unless the journal says it finished. A role that was interrupted is
+rerun from its frozen inputs: the Planner and QA from the frozen candidate, the Developer from
+A_{t-1} reset. The Runtime never calls a model itself and never prints.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import RoleFailed
+from ..evidence.index import loop_summary, render_index
+from ..evidence.ledger import Ledger
+from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
+from ..harness import registry
+from .journal import Journal, Progress
+from .jobs import JobFactory
+from .lock import WorkspaceLock
+from .planmd import plan_markdown
+from .roles import RoleJob, RoleRunner
+from .workspace import Workspace
+
+Notify = Callable[..., None]
+
+
+@dataclass
+class RunReport:
+    status: str
+    """finished | stopped (a role failed under the stop policy)."""
+    loops_finished: int
+    target_loops: int
+    error: str | None = None
+
+
+def _load(path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class Runtime:
+    def __init__(self, workspace: Workspace, notify: Notify | None = None):
+        self.ws = workspace
+        self.paths, self.config, self.repo = workspace.paths, workspace.config, workspace.repo
+        self.notify: Notify = notify or (lambda *a, **k: None)
+
+    # ---- entry point -------------------------------------------------------------------------
+    def run(self, target_loops: int) -> RunReport:
+        with WorkspaceLock(self.paths.lock):
+            self.journal = Journal(self.paths.journal)
+            progress = Progress.read(self.journal)
+            self.repo.clear_stale_locks()
+            self.jobs = JobFactory(self.paths, self.config, self.repo)
+            self.runner = RoleRunner(
+                self.paths, registry.create(self.config.harness), self.journal,
+                max_retries=self.config.policy.max_retries, wall_timeout=self.config.timeouts.wall_seconds,
+                idle_timeout=self.config.timeouts.idle_seconds, home=self.paths.harness_home(self.config.harness.name),
+                notify=self.notify)
+            self.journal.append("run_started", target_loops=target_loops, resumed=progress.run_started is not None,
+                                harness=self.config.harness.name)
+            report = RunReport("finished", progress.last_finished_loop, target_loops)
+            try:
+                for t in range(progress.last_finished_loop + 1, target_loops + 1):
+                    self.notify("loop", loop=t, target=target_loops)
+                    self.run_loop(t, progress)
+                    report.loops_finished = t
+            except RoleFailed as err:
+                report.status, report.error = "stopped", str(err)
+            finally:
+                self.journal.append("run_finished", status=report.status, loops_finished=report.loops_finished,
+                                    error=report.error)
+            return report
+
+    # ---- one loop ----------------------------------------------------------------------------
+    def run_loop(self, t: int, progress: Progress) -> None:
+        lp = self.paths.loop(t)
+        lp.dir.mkdir(parents=True, exist_ok=True)
+        base = self.base_commit(t)
+        if not progress.steps.keys() & {(t, s) for s in ("planner", "developer", "freeze", "qa", "evidence")}:
+            self.journal.append("loop_started", loop=t, base_commit=base)
+
+        plan = self.step_planner(t, base, progress)
+        if plan is None:
+            return self.finish_loop(t, progress, "planner_failed", plan=None, developer=None, candidate=None, qa=None)
+        developer = self.step_developer(t, base, plan, progress)
+        if developer is None:
+            return self.finish_loop(t, progress, "developer_failed", plan, None, None, None)
+        candidate = self.step_freeze(t, base, plan, progress)
+        qa = self.step_qa(t, plan, candidate, progress)
+        status = qa["verdict"] if qa else "qa_failed"
+        self.finish_loop(t, progress, status, plan, developer, candidate, qa)
+
+    def base_commit(self, t: int) -> str:
+        """A_{t-1}: the newest frozen candidate before loop t, else the empty root commit."""
+        for earlier in range(t - 1, 0, -1):
+            path = self.paths.loop(earlier).candidate
+            if path.exists():
+                return _load(path)["commit"]
+        return self.ws.identity["root_commit"]
+
+    def _finished(self, t: int, step: str, path=None, **fields: Any) -> None:
+        if path is not None:
+            fields["sha256"] = sha256_file(path)
+        self.journal.append("step_finished", loop=t, step=step, **fields)
+
+    def _run_role(self, job: RoleJob, progress: Progress) -> dict[str, Any] | None:
+        """Run a role afresh; a role interrupted earlier keeps its attempts aside, not reused."""
+        role_dir = self.paths.loop(job.loop).role_dir(job.role)
+        if role_dir.exists():
+            n = 1
+            while (aside := role_dir.with_name(f"{job.role}.interrupted-{n}")).exists():
+                n += 1
+            role_dir.rename(aside)
+            self.journal.append("role_set_aside", loop=job.loop, role=job.role, moved_to=self.paths.rel(aside))
+        self.notify("role", role=job.role, loop=job.loop)
+        result = self.runner.run(job)
+        if result.output is not None:
+            return result.output
+        self.journal.append("role_failed", loop=job.loop, role=job.role, attempts=result.attempts, errors=result.errors)
+        if self.config.policy.on_role_failure == "stop":
+            raise RoleFailed(job.role, job.loop, result.errors)
+        self._finished(job.loop, job.role, status="failed")
+        return None
+
+    # ---- steps -------------------------------------------------------------------------------
+    def step_planner(self, t: int, base: str, progress: Progress) -> dict[str, Any] | None:
+        lp = self.paths.loop(t)
+        if done := progress.done(t, "planner"):
+            return _load(lp.plan) if done.get("status", "ok") == "ok" else None
+        if not self.config.mechanisms.plan_update and t > 1 and self.paths.loop(1).plan.exists():
+            plan = {**_load(self.paths.loop(1).plan), "loop": t}
+            reused = True
+        else:
+            self.repo.reset_to(base)
+            plan = self._run_role(self.jobs.planner(t, base, Ledger.load(self.paths.ledger)), progress)
+            if plan is None:
+                return None
+            reused = False
+        atomic_write_text(lp.plan_md, plan_markdown(plan))
+        atomic_write_json(lp.plan, plan)
+        self._finished(t, "planner", lp.plan, status="ok", reused_plan=reused)
+        return plan
+
+    def step_developer(self, t: int, base: str, plan: dict[str, Any], progress: Progress) -> dict[str, Any] | None:
+        lp = self.paths.loop(t)
+        if done := progress.done(t, "developer"):
+            return _load(lp.developer) if done.get("status", "ok") == "ok" else None
+        self.repo.reset_to(base)
+        if not self.config.mechanisms.warm_start:
+            self.repo.empty_worktree()
+        report = self._run_role(self.jobs.developer(t, base, plan, lp.plan_md.read_text(encoding="utf-8")), progress)
+        if report is None:
+            self.repo.reset_to(base)
+            return None
+        atomic_write_json(lp.developer, report)
+        self._finished(t, "developer", lp.developer, status="ok")
+        return report
+
+    def step_freeze(self, t: int, base: str, plan: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        lp = self.paths.loop(t)
+        if progress.done(t, "freeze"):
+            return _load(lp.candidate)
+        commit = self.repo.commit_all(base, f"hoh loop {t}: {plan['goal']}", loop=t)
+        tree = self.repo.tree_of(commit)
+        tag = f"loop-{t:04d}"
+        self.repo.tag(tag, commit)
+        candidate = {"schema_version": 1, "loop": t, "candidate_id": f"loop-{t:04d}-{tree[:12]}",
+                     "commit": commit, "tree": tree, "parent": base, "tag": tag}
+        atomic_write_json(lp.candidate, candidate)
+        self._finished(t, "freeze", lp.candidate, candidate_id=candidate["candidate_id"])
+        self.notify("frozen", loop=t, candidate_id=candidate["candidate_id"])
+        return candidate
+
+    def step_qa(self, t: int, plan: dict[str, Any], candidate: dict[str, Any], progress: Progress) -> dict[str, Any] | None:
+        lp = self.paths.loop(t)
+        if done := progress.done(t, "qa"):
+            return _load(lp.qa) if done.get("status", "ok") == "ok" else None
+        self.repo.reset_to(candidate["commit"])
+        shutil.rmtree(lp.scratch / "qa", ignore_errors=True)
+        self.repo.export(candidate["commit"], lp.qa_candidate)
+        lp.qa_evidence.mkdir(parents=True)
+        plan_md = lp.plan_md.read_text(encoding="utf-8")
+        report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)), progress)
+        if report is None:
+            return None
+        shutil.rmtree(lp.evidence, ignore_errors=True)
+        shutil.copytree(lp.qa_evidence, lp.evidence, symlinks=True)
+        atomic_write_json(lp.qa, report)
+        self._finished(t, "qa", lp.qa, status="ok", verdict=report["verdict"])
+        shutil.rmtree(lp.scratch / "qa", ignore_errors=True)
+        return report
+
+    def finish_loop(self, t: int, progress: Progress, status: str, plan, developer, candidate, qa) -> None:
+        if not progress.done(t, "evidence"):
+            ledger = Ledger.load(self.paths.ledger)
+            if ledger.data.get("applied_through", 0) < t:
+                if plan is not None:
+                    ledger.apply_loop(t, plan, developer, candidate["candidate_id"] if candidate else None, qa)
+                ledger.data["applied_through"] = t
+                ledger.save(self.paths.ledger)
+            self.write_index(t, ledger)
+            self._finished(t, "evidence", self.paths.ledger, status=status)
+        criteria = (qa or {}).get("criteria", [])
+        self.journal.append("loop_finished", loop=t, status=status,
+                            candidate_id=candidate["candidate_id"] if candidate else None,
+                            verified=sum(1 for c in criteria if c["status"] == "verified"), criteria=len(criteria),
+                            issues=Ledger.load(self.paths.ledger).counts())
+        self.notify("loop_done", loop=t, status=status)
+
+    def write_index(self, t: int, ledger: Ledger) -> None:
+        cfg = self.config.index
+        summaries = []
+        for loop in range(max(1, t - cfg.recent_loops + 1), t + 1):
+            lp = self.paths.loop(loop)
+            plan = _load(lp.plan) if lp.plan.exists() else None
+            qa = _load(lp.qa) if lp.qa.exists() else None
+            cand = _load(lp.candidate)["candidate_id"] if lp.candidate.exists() else None
+            summaries.append(loop_summary(loop, plan, qa, cand, "no QA report"))
+        text = render_index(spec=self.jobs.spec_text, ledger=ledger, loops=summaries, last_loop=t,
+                            budget_bytes=cfg.budget_bytes, top_issues=cfg.top_issues, recent_loops=cfg.recent_loops)
+        atomic_write_text(self.paths.index, text)

@@ -1,0 +1,136 @@
+"""Run one role to a valid output: freeze its inputs, call the harness, guard, validate, re-ask.
+
+Every attempt leaves `prompt.md`, `inputs.json` (paths + sha256 of what the role was given),
+the raw `events.jsonl`/`stderr.log`, and `result.json` (harness outcome, violations, errors)
+in its own directory, whether it succeeded or not.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
+from ..harness.base import HarnessAdapter, Outcome, RoleRequest, Usage
+from ..paths import WorkspacePaths
+from .guard import Area, Guard
+from .journal import Journal
+from .prompts import template
+from .validate import Expectations, validate_output
+
+TRANSIENT_BACKOFF_SECONDS = (2.0, 8.0, 30.0)
+
+
+@dataclass
+class RoleJob:
+    """Everything the Runtime fixed for one role in one loop."""
+
+    role: str
+    loop: int
+    prompt_values: dict[str, Any]
+    workdir: Path
+    access: str
+    expectations: Expectations
+    inputs: list[Path]
+    """Files the role is given; recorded with their sha256."""
+    project: dict[str, str] | None
+    """The project state the role sees: commit and tree."""
+    protected: Callable[[Path], list[Area]]
+    """Areas the role may not write, given the active attempt dir (excluded from state/)."""
+    writable: tuple[Path, ...] = ()
+    context: dict[str, Any] = field(default_factory=dict)
+    mechanisms: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass
+class RoleResult:
+    output: dict[str, Any] | None
+    attempts: int
+    errors: list[str]
+    usage: Usage
+
+
+class RoleRunner:
+    def __init__(self, paths: WorkspacePaths, adapter: HarnessAdapter, journal: Journal, *, max_retries: int,
+                 wall_timeout: float, idle_timeout: float, home: Path,
+                 notify: Callable[..., None] = lambda *a, **k: None, sleep: Callable[[float], None] = time.sleep):
+        self.paths, self.adapter, self.journal = paths, adapter, journal
+        self.max_retries, self.wall_timeout, self.idle_timeout, self.home = max_retries, wall_timeout, idle_timeout, home
+        self.notify, self.sleep = notify, sleep
+
+    def manifest(self, job: RoleJob, attempt: int) -> dict[str, Any]:
+        return {
+            "schema_version": 1, "role": job.role, "loop": job.loop, "attempt": attempt,
+            "files": [{"path": self.paths.rel(p), "sha256": sha256_file(p)} for p in job.inputs],
+            "project": job.project,
+            "workdir": self.paths.rel(job.workdir),
+            "writable": [self.paths.rel(p) for p in ((job.workdir,) if job.access == "write" else ()) + job.writable],
+            "read_only": ["spec.md", "state/"] + ([] if job.access == "write" else [self.paths.rel(job.workdir)]),
+            "mechanisms": job.mechanisms,
+        }
+
+    def run(self, job: RoleJob) -> RoleResult:
+        first_prompt = template(job.role).render(attempt=1, **job.prompt_values)
+        errors: list[str] = []
+        usage = Usage()
+        session: str | None = None
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            attempt_dir = self.paths.loop(job.loop).attempt_dir(job.role, attempt)
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            if attempt == 1:
+                prompt = first_prompt
+            else:
+                prompt = template("retry").render(role=job.role, loop=job.loop, attempt=attempt, errors=errors,
+                                                  resumed=session is not None, original_prompt=first_prompt)
+            atomic_write_text(attempt_dir / "prompt.md", prompt)
+            atomic_write_json(attempt_dir / "inputs.json", self.manifest(job, attempt))
+            self.journal.append("attempt_started", loop=job.loop, role=job.role, attempt=attempt)
+            self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt)
+
+            request = RoleRequest(
+                role=job.role, loop=job.loop, attempt=attempt, prompt=prompt, workdir=job.workdir,
+                access=job.access, writable=job.writable, home=self.home, wall_timeout=self.wall_timeout,
+                idle_timeout=self.idle_timeout, resume_session=session, context=job.context)
+            guard = Guard(job.protected(attempt_dir))
+            result = self._call(request, attempt_dir)
+            violations = guard.check_and_restore()
+            usage = usage.add(result.usage)
+
+            errors = [v.describe() for v in violations]
+            output = None
+            if result.outcome is not Outcome.ok:
+                errors.append(f"harness outcome {result.outcome.value}: {result.error}")
+            else:
+                output, problems = validate_output(job.role, result.final_message, job.expectations)
+                errors += problems
+            ok = not errors
+            atomic_write_json(attempt_dir / "result.json", {
+                "schema_version": 1, "ok": ok, "harness": result.to_json(),
+                "violations": [{"area": v.area, "changes": v.changes} for v in violations], "errors": errors})
+            self.journal.append("attempt_finished", loop=job.loop, role=job.role, attempt=attempt, ok=ok,
+                                outcome=result.outcome.value, errors=errors, usage=_usage_json(result.usage),
+                                violations=len(violations), seconds=result.duration_s)
+            if ok:
+                return RoleResult(output, attempt, [], usage)
+            resumable = self.adapter.supports_resume and result.outcome is Outcome.ok and not violations
+            session = result.session_id if resumable else None
+        return RoleResult(None, attempts, errors, usage)
+
+    def _call(self, request: RoleRequest, attempt_dir: Path):
+        """One harness run; transient failures (rate limit, network) are retried with backoff first."""
+        for delay in (*TRANSIENT_BACKOFF_SECONDS, None):
+            result = self.adapter.run(request, attempt_dir)
+            if not result.outcome.transient or delay is None:
+                return result
+            self.journal.append("transient_failure", loop=request.loop, role=request.role, attempt=request.attempt,
+                                outcome=result.outcome.value, error=result.error, retry_in=delay)
+            self.sleep(delay)
+        return result
+
+
+def _usage_json(usage: Usage) -> dict[str, Any]:
+    return {"input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
+            "output_tokens": usage.output_tokens, "reasoning_tokens": usage.reasoning_tokens, "cost_usd": usage.cost_usd}

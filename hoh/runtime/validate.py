@@ -1,0 +1,160 @@
+"""Role outputs: extract the final JSON object, check it against its schema, then its meaning.
+
+Every rule here returns messages precise enough to send back to the role verbatim when it is
+asked again. A semantic violation is treated exactly like a schema violation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..resources import schema_errors
+
+FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+
+
+def extract_json(message: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The one JSON object in a final message: the whole message, or its last ```json fence."""
+    if not message or not message.strip():
+        return None, "the final message is empty; reply with one JSON object"
+    candidates = [message.strip()] + [m.strip() for m in reversed(FENCE.findall(message))]
+    for text in candidates:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value, None
+        return None, f"the final message is JSON but a {type(value).__name__}, not an object"
+    return None, "the final message is not a JSON object (bare, or in a ```json fence)"
+
+
+@dataclass
+class Expectations:
+    """What the Runtime knows that a role's output must agree with."""
+
+    loop: int
+    plan: dict[str, Any] | None = None
+    candidate_id: str | None = None
+    evidence_dir: Path | None = None
+    issue_ids: set[str] | None = None
+    behaviour_ids: set[str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _duplicates(ids: list[str]) -> list[str]:
+    return sorted(i for i, n in Counter(ids).items() if n > 1)
+
+
+def plan_ids(plan: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    tasks = [t["id"] for t in plan["tasks"]]
+    acceptance = [a["id"] for t in plan["tasks"] for a in t["acceptance"]]
+    preserve = [p["id"] for p in plan["preserve"]]
+    return tasks, acceptance, preserve
+
+
+def check_plan(plan: dict[str, Any], exp: Expectations) -> list[str]:
+    errors = []
+    tasks, acceptance, preserve = plan_ids(plan)
+    if dups := _duplicates(tasks):
+        errors.append(f"task ids must be unique; repeated: {', '.join(dups)}")
+    if dups := _duplicates(acceptance):
+        errors.append(f"acceptance ids must be unique across the plan; repeated: {', '.join(dups)}")
+    if dups := _duplicates(preserve):
+        errors.append(f"preserve ids must be unique; repeated: {', '.join(dups)}")
+    if exp.issue_ids is not None:
+        unknown = sorted({i for t in plan["tasks"] for i in t["issues"]} - exp.issue_ids)
+        if unknown:
+            errors.append(f"tasks cite issue ids that are not in the ledger: {', '.join(unknown)}")
+    if exp.behaviour_ids is not None:
+        unknown = sorted(set(preserve) - exp.behaviour_ids)
+        if unknown:
+            errors.append(f"preserve cites behaviour ids that are not verified behaviours: {', '.join(unknown)}")
+    return errors
+
+
+def check_developer(report: dict[str, Any], exp: Expectations) -> list[str]:
+    planned, _, _ = plan_ids(exp.plan)
+    reported = [t["id"] for t in report["tasks"]]
+    errors = []
+    if unknown := sorted(set(reported) - set(planned)):
+        errors.append(f"tasks not in the plan: {', '.join(unknown)}")
+    if missing := [t for t in planned if t not in reported]:
+        errors.append(f"report every plan task once; missing: {', '.join(missing)}")
+    if dups := _duplicates(reported):
+        errors.append(f"tasks reported more than once: {', '.join(dups)}")
+    return errors
+
+
+def _evidence_ref_error(ref: str, evidence_dir: Path) -> str | None:
+    path = Path(ref)
+    if path.is_absolute() or ".." in path.parts:
+        return f"file evidence '{ref}' must be a relative path inside the evidence dir"
+    full = evidence_dir / path
+    try:
+        resolved = full.resolve(strict=True)
+    except (FileNotFoundError, RuntimeError):
+        return f"file evidence '{ref}' does not exist in the evidence dir {evidence_dir}"
+    if not resolved.is_relative_to(evidence_dir.resolve()):
+        return f"file evidence '{ref}' points outside the evidence dir"
+    if not resolved.is_file():
+        return f"file evidence '{ref}' is not a regular file"
+    return None
+
+
+def check_qa(report: dict[str, Any], exp: Expectations) -> list[str]:
+    errors = []
+    if report["candidate_id"] != exp.candidate_id:
+        errors.append(f"candidate_id is '{report['candidate_id']}' but the frozen candidate is '{exp.candidate_id}'")
+    _, acceptance, preserve = plan_ids(exp.plan)
+    for key, expected, what in (("criteria", acceptance, "acceptance condition"), ("preserved", preserve, "preserved behaviour")):
+        got = [c["id"] for c in report[key]]
+        if unknown := sorted(set(got) - set(expected)):
+            errors.append(f"{key} has ids that are not a plan {what}: {', '.join(unknown)}")
+        if missing := [i for i in expected if i not in got]:
+            errors.append(f"{key} must cover every plan {what} exactly once; missing: {', '.join(missing)}")
+        if dups := _duplicates(got):
+            errors.append(f"{key} reports ids more than once: {', '.join(dups)}")
+        for item in report[key]:
+            if item["status"] == "verified" and not item["evidence"]:
+                errors.append(f"{key} '{item['id']}' is verified but cites no evidence; missing evidence is not a pass")
+    items = report["criteria"] + report["preserved"] + report["findings"]
+    for item in items:
+        for ev in item["evidence"]:
+            if ev["kind"] == "file" and (err := _evidence_ref_error(ev["ref"], exp.evidence_dir)):
+                errors.append(err)
+    if exp.issue_ids is not None:
+        unknown = sorted({f["issue_id"] for f in report["findings"] if "issue_id" in f} - exp.issue_ids)
+        if unknown:
+            errors.append(f"findings cite issue ids that are not in the ledger: {', '.join(unknown)}")
+    if report["verdict"] == "pass":
+        open_items = [c["id"] for c in report["criteria"] + report["preserved"] if c["status"] != "verified"]
+        serious = [f["title"] for f in report["findings"] if f["severity"] in ("blocker", "major")]
+        if open_items:
+            errors.append(f"verdict 'pass' is impossible with unverified items: {', '.join(open_items)}")
+        if serious:
+            errors.append(f"verdict 'pass' is impossible with blocker/major findings: {'; '.join(serious)}")
+    return errors
+
+
+SEMANTICS = {"planner": check_plan, "developer": check_developer, "qa": check_qa}
+SCHEMAS = {"planner": "plan", "developer": "developer", "qa": "qa"}
+
+
+def validate_output(role: str, message: str | None, exp: Expectations) -> tuple[dict[str, Any] | None, list[str]]:
+    """Return (output, []) when valid, else (None, errors)."""
+    output, error = extract_json(message)
+    if error:
+        return None, [error]
+    errors = schema_errors(SCHEMAS[role], output)
+    if errors:
+        return None, [f"schema: {e}" for e in errors]
+    if output["loop"] != exp.loop:
+        return None, [f"loop is {output['loop']} but this is loop {exp.loop}"]
+    errors = SEMANTICS[role](output, exp)
+    return (None, errors) if errors else (output, [])
