@@ -31,3 +31,23 @@ def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | N
     if more_loops is not None:
         target = finished + more_loops
     return Runtime(ws, notify).run(target)
+
+
+def status(workspace: Path) -> dict:
+    """The workspace summary `hoh status --json` prints."""
+    from .runtime.status import workspace_status
+    return workspace_status(open_workspace(Path(workspace)))
+
+
+def ledger_item(workspace: Path, item_id: str) -> dict:
+    """One issue (I-…) or verified behaviour (V-…) from the workspace's ledger."""
+    from .errors import UsageError
+    from .evidence.ledger import Ledger
+    ws = open_workspace(Path(workspace))
+    ledger = Ledger.load(ws.paths.ledger)
+    found = ledger.issue(item_id) or next((b for b in ledger.behaviours if b["id"] == item_id), None)
+    if found is None:
+        known = len(ledger.issues), len(ledger.behaviours)
+        raise UsageError(f"no issue or behaviour '{item_id}' in {ws.paths.ledger} "
+                         f"({known[0]} issues, {known[1]} behaviours; ids look like I-0001 or V-0001)")
+    return found

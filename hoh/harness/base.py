@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Literal
+from typing import Any, Callable, ClassVar, Iterable, Literal
 
 from ..config import HarnessConfig
 from .process import ProcessResult, run_process
@@ -160,12 +160,13 @@ class HarnessAdapter(ABC):
             return Outcome.no_final_message, "the harness ended without a final message"
         return Outcome.ok, None
 
-    def run(self, request: RoleRequest, attempt_dir: Path) -> HarnessResult:
+    def run(self, request: RoleRequest, attempt_dir: Path,
+            on_spawn: Callable[[int], None] | None = None) -> HarnessResult:
         self.prepare(request)
         proc = run_process(
             self.build_argv(request), cwd=request.workdir, env=self.env(request), stdin=self.stdin(request),
             stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
-            wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout,
+            wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
         )
         with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
             parsed = self.parse_events(fh)

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 TAIL_BYTES = 16 * 1024
 KILL_GRACE_SECONDS = 3.0
@@ -97,8 +97,13 @@ def run_process(
     stderr_path: Path,
     wall_timeout: float,
     idle_timeout: float,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> ProcessResult:
-    """Run argv in its own process group; never a shell string, never an open stdin."""
+    """Run argv in its own process group; never a shell string, never an open stdin.
+
+    `on_spawn(pid)` is called once the process exists, so a caller can record it and reap the
+    group after its own crash (see `reap`).
+    """
     start = time.monotonic()
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -112,6 +117,8 @@ def run_process(
         stderr_path.write_text(str(err))
         return ProcessResult(None, None, 0.0, stdout_path, stderr_path, str(err), spawn_error=str(err))
 
+    if on_spawn:
+        on_spawn(proc.pid)
     out, err = _Tee(proc.stdout, stdout_path, False), _Tee(proc.stderr, stderr_path, True)
     out.start()
     err.start()
@@ -158,3 +165,23 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
             proc.stdin.close()
         except OSError:
             pass
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot: with the pid, a unique identity."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def reap(pid: int, ticks: int | None) -> bool:
+    """Kill the process group led by `pid` if that very process still runs (not a reused pid)."""
+    if ticks is None or start_ticks(pid) != ticks:
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

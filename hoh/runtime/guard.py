@@ -35,9 +35,9 @@ def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = ()) -> F
         dirnames[:] = sorted(d for d in dirnames if not _ignored(d, ignore) and str(base / d) not in skip_set
                              and not (base == root and d == ".git"))
         for name in sorted(filenames):
-            if _ignored(name, ignore):
-                continue
             path = base / name
+            if _ignored(name, ignore) or str(path) in skip_set:
+                continue
             rel = path.relative_to(root).as_posix()
             if path.is_symlink():
                 result[rel] = "link:" + os.readlink(path)
@@ -174,18 +174,39 @@ class RebuildArea(Area):
         self.rebuild()
 
 
+class JournalArea(Area):
+    """The journal is appended to by the Runtime while a role runs; anything else is a violation."""
+
+    def __init__(self, journal):
+        super().__init__("state", journal.path, [])
+        self.journal = journal
+
+    def snapshot(self) -> tuple[bytes, int]:
+        return self.root.read_bytes(), self.journal.mark()
+
+    def _expected(self, snap) -> bytes:
+        return snap[0] + self.journal.written_since(snap[1])
+
+    def changes(self, snap) -> list[str]:
+        current = self.root.read_bytes() if self.root.exists() else b""
+        return [] if current == self._expected(snap) else [f"modified {self.root.name}"]
+
+    def restore(self, snap) -> None:
+        self.root.write_bytes(self._expected(snap))
+
+
 class Guard:
     """Snapshot a set of areas, then report and undo any change to them."""
 
     def __init__(self, areas: list[Area]):
         self.areas = areas
-        self.snaps = {a.name: a.snapshot() for a in areas}
+        self.snaps = [a.snapshot() for a in areas]
 
     def check_and_restore(self) -> list[Violation]:
         violations = []
-        for area in self.areas:
-            changed = area.changes(self.snaps[area.name])
+        for area, snap in zip(self.areas, self.snaps):
+            changed = area.changes(snap)
             if changed:
                 violations.append(Violation(area.name, changed))
-                area.restore(self.snaps[area.name])
+                area.restore(snap)
         return violations

@@ -14,7 +14,8 @@ from ..config import HohConfig
 from ..evidence.ledger import Ledger
 from ..paths import WorkspacePaths
 from .git import ProjectRepo
-from .guard import Area, FileArea, GitArea, RebuildArea
+from .guard import Area, FileArea, GitArea, JournalArea, RebuildArea
+from .journal import Journal
 from .roles import RoleJob
 from .validate import Expectations
 
@@ -25,15 +26,15 @@ def schema_text(name: str) -> str:
 
 
 class JobFactory:
-    def __init__(self, paths: WorkspacePaths, config: HohConfig, repo: ProjectRepo):
-        self.paths, self.config, self.repo = paths, config, repo
+    def __init__(self, paths: WorkspacePaths, config: HohConfig, repo: ProjectRepo, journal: Journal):
+        self.paths, self.config, self.repo, self.journal = paths, config, repo, journal
         self.ignore = config.guard.ignore
         self.spec_text = paths.spec.read_text(encoding="utf-8")
 
     def _fixed_files(self, attempt_dir: Path) -> list[Area]:
         """What no role may ever write: state/ (but the active attempt's logs), spec, config, script."""
-        areas: list[Area] = [FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir,)),
-                             FileArea("spec.md", self.paths.spec, [])]
+        areas: list[Area] = [FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal)),
+                             JournalArea(self.journal), FileArea("spec.md", self.paths.spec, [])]
         areas.append(FileArea("hoh.yaml", self.paths.config, []))
         if self.paths.script.exists():
             areas.append(FileArea("script.yaml", self.paths.script, []))

@@ -22,6 +22,7 @@ class Journal:
     def __init__(self, path: Path):
         self.path = path
         self._seq = sum(1 for _ in self.events())
+        self._written = bytearray()  # what this process appended, so the guard can tell it from others' writes
 
     def events(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
@@ -50,7 +51,14 @@ class Journal:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self._written += data
         return record
+
+    def mark(self) -> int:
+        return len(self._written)
+
+    def written_since(self, mark: int) -> bytes:
+        return bytes(self._written[mark:])
 
     def _repair_torn_tail(self) -> None:
         """Drop a partial last line so the next event starts on its own line."""
@@ -76,6 +84,9 @@ class Progress:
     loops_finished: list[int] = field(default_factory=list)
     run_started: dict[str, Any] | None = None
     run_finished: dict[str, Any] | None = None
+    live_processes: list[tuple[int, int | None]] = field(default_factory=list)
+    """Harness processes started since the last run began and never seen to finish: after a
+    crash of hoh itself they may still be running."""
 
     @classmethod
     def read(cls, journal: Journal) -> "Progress":
@@ -85,6 +96,11 @@ class Progress:
             if kind == "run_started":
                 progress.run_started = ev
                 progress.run_finished = None
+                progress.live_processes = []
+            elif kind == "process_started":
+                progress.live_processes.append((ev["pid"], ev.get("start_ticks")))
+            elif kind == "attempt_finished":
+                progress.live_processes = []
             elif kind == "step_finished":
                 progress.steps[(ev["loop"], ev["step"])] = ev
             elif kind == "loop_finished":

@@ -18,6 +18,7 @@ from ..evidence.index import loop_summary, render_index
 from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness import registry
+from ..harness.process import reap
 from .journal import Journal, Progress
 from .jobs import JobFactory
 from .lock import WorkspaceLock
@@ -52,8 +53,11 @@ class Runtime:
         with WorkspaceLock(self.paths.lock):
             self.journal = Journal(self.paths.journal)
             progress = Progress.read(self.journal)
+            for pid, ticks in progress.live_processes:
+                if reap(pid, ticks):
+                    self.journal.append("orphan_reaped", pid=pid)
             self.repo.clear_stale_locks()
-            self.jobs = JobFactory(self.paths, self.config, self.repo)
+            self.jobs = JobFactory(self.paths, self.config, self.repo, self.journal)
             self.runner = RoleRunner(
                 self.paths, registry.create(self.config.harness), self.journal,
                 max_retries=self.config.policy.max_retries, wall_timeout=self.config.timeouts.wall_seconds,

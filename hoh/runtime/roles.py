@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.base import HarnessAdapter, Outcome, RoleRequest, Usage
+from ..harness.process import start_ticks
 from ..paths import WorkspacePaths
 from .guard import Area, Guard
 from .journal import Journal
@@ -121,8 +122,12 @@ class RoleRunner:
 
     def _call(self, request: RoleRequest, attempt_dir: Path):
         """One harness run; transient failures (rate limit, network) are retried with backoff first."""
+        def spawned(pid: int) -> None:
+            self.journal.append("process_started", loop=request.loop, role=request.role, attempt=request.attempt,
+                                pid=pid, start_ticks=start_ticks(pid))
+
         for delay in (*TRANSIENT_BACKOFF_SECONDS, None):
-            result = self.adapter.run(request, attempt_dir)
+            result = self.adapter.run(request, attempt_dir, on_spawn=spawned)
             if not result.outcome.transient or delay is None:
                 return result
             self.journal.append("transient_failure", loop=request.loop, role=request.role, attempt=request.attempt,

@@ -30,9 +30,7 @@ API_KEY = "sk-mock-recording-0123456789"
 CANDIDATE = "loop-0001-abcdef012345"
 AWKWARD = ("line 1: 'single' \"double\" `backtick` $HOME ${PATH} $(echo no) \\backslash \\n %s %%\n"
            "\ttabbed line 2 — ünïcode ✓\n\nlast line without newline \\")
-CALC = ('import sys\n\n\ndef main(a: str, op: str, b: str) -> None:\n'
-        '    x, y = float(a), float(b)\n    print({"+": x + y, "-": x - y}[op])\n\n\n'
-        'if __name__ == "__main__":\n    main(*sys.argv[1:4])\n')
+CALC = 'import sys\n\na, op, b = sys.argv[1:4]\nprint(float(a) + float(b) if op == "+" else float(a) - float(b))\n'
 FINAL = {"status": "done", "candidate_id": "{{candidate_id}}", "files": ["calc.py", "notes/awkward.txt"]}
 SCRIPT = {"developer": {"1": [
     {"write": {"path": "calc.py", "content": CALC}},
@@ -41,11 +39,13 @@ SCRIPT = {"developer": {"1": [
     {"final": FINAL},
 ]}}
 EXPECTED_FINAL = json.dumps({**FINAL, "candidate_id": CANDIDATE}, separators=(",", ":"))
-CASES: dict[str, dict[str, Any]] = {
+CASES: dict[str, dict[str, Any]] = {  # case -> MockLLM settings
     "success": {},
-    "http500": {"fail_mode": "500", "retry_after_ms": 50},
+    "http500": {"fail_mode": "500", "retry_after_ms": 50},  # retry-after-ms keeps OpenCode's retries fast
     "http400": {"fail_mode": "400"},
+    "minimal": {"minimal_sse": True},  # checked, not saved: same events as "success"
 }
+SAVED = ("success", "http500", "http400")
 
 
 def prompt(evidence: Path) -> str:
@@ -194,7 +194,7 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
     (run.root / "stderr.log").write_text(proc.stderr)
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     text, error = final_message(cli, events)
-    problems = check(run, case, proc.returncode, text, error)
+    problems = check(run, "success" if case == "minimal" else case, proc.returncode, text, error)
     if API_KEY in log.read_text():
         problems.append("API key leaked into the request log")
     return {"cli": cli, "case": case, "rc": proc.returncode, "wall": round(wall, 2), "requests": len(requests),
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{status} {cli:8} {case:8} rc={r['rc']} wall={r['wall']}s requests={r['requests']} "
                   f"final={r['final']!r} error={(r['error'] or '')[:80]!r} {r['problems']}")
             print(f"    matches={r['matches']} logs in {r['root']}")
-            if args.out and not r["problems"]:
+            if args.out and case in SAVED and not r["problems"]:
                 dest = args.out / cli / f"{case}.jsonl"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(sanitize(r["stdout"], args.lab))

@@ -93,8 +93,8 @@ def write_call(tools: tuple[ToolSpec, ...], path: str, content: str,
                prefer: str = "write") -> tuple[str, dict[str, Any]]:
     """(tool name, arguments) that write `content` to `path`.
 
-    `prefer="shell"` skips the write tool even when one is advertised (OpenCode's
-    write tool refuses to overwrite a file the session has not read first).
+    `prefer="shell"` skips the write tool even when one is advertised, so that a test can
+    exercise a harness's shell path (or bypass a write tool that misbehaves).
     """
     found = find_write_tool(tools) if prefer != "shell" else None
     if found is not None:

@@ -1,0 +1,118 @@
+"""The `hoh` command line: build, resume, status, show. The only place that prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from .. import api
+from ..config import HohConfig, apply_overrides, load_config
+from ..errors import HohError
+from ..runtime.loop import RunReport
+from .progress import LiveProgress
+from .status import render_status, show_issue
+
+app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False,
+                  help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
+out = Console()
+err = Console(stderr=True)
+
+WS_HELP = "Workspace directory (everything needed to resume lives here)."
+
+
+def _finish(report: RunReport, workspace: Path) -> None:
+    if report.status == "finished":
+        out.print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
+        return
+    err.print(f"hoh: stopped after {report.loops_finished} loops: {report.error}")
+    err.print(f"hoh: fix the cause, then continue with: hoh resume -w {workspace}")
+    raise typer.Exit(1)
+
+
+@app.command()
+def build(
+    spec: Path = typer.Argument(..., help="The product spec, a Markdown file."),
+    harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive (scripted, codex, ...).",
+                                          rich_help_panel="Harness"),
+    model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
+    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint.", rich_help_panel="Harness"),
+    api_key_env: Optional[str] = typer.Option(None, help="Env var holding the endpoint's API key.",
+                                              rich_help_panel="Harness"),
+    loops: Optional[int] = typer.Option(None, "--loops", "-n", help="Number of loops to run.", rich_help_panel="Run"),
+    workspace: Path = typer.Option(Path("hoh-work"), "--workspace", "-w", help=WS_HELP, rich_help_panel="Run"),
+    config: Optional[Path] = typer.Option(None, "--config", help="A hoh.yaml to start from.", rich_help_panel="Run"),
+    set_: list[str] = typer.Option([], "--set", help="Override a setting: key.sub=value (repeatable).",
+                                   rich_help_panel="Run"),
+    force: bool = typer.Option(False, "--force", help="Replace a workspace that belongs to another spec "
+                               "(the old one is kept as WORKSPACE.replaced-N).", rich_help_panel="Run"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress.", rich_help_panel="Run"),
+) -> None:
+    """Start a new project from SPEC and run its loops."""
+    base = load_config(config) if config else HohConfig()
+    cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
+                                       "harness.api_key_env": api_key_env, "loops": loops})
+    with LiveProgress(err, quiet) as progress:
+        report = api.build(spec, workspace, cfg, force=force, notify=progress)
+    _finish(report, workspace)
+
+
+@app.command()
+def resume(
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    loops: Optional[int] = typer.Option(None, "--loops", "-n", min=1,
+                                        help="Run this many more loops past the last finished one."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+) -> None:
+    """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
+    with LiveProgress(err, quiet) as progress:
+        report = api.resume(workspace, more_loops=loops, notify=progress)
+    _finish(report, workspace)
+
+
+@app.command()
+def status(
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
+    data = api.status(workspace)
+    if as_json:
+        out.print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
+    else:
+        render_status(out, data)
+
+
+@app.command()
+def show(
+    issue_id: str = typer.Argument(..., help="An issue id (I-0001) or a verified-behaviour id (V-0001)."),
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+) -> None:
+    """Print one issue or verified behaviour with its whole history."""
+    show_issue(out, api.ledger_item(workspace, issue_id))
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+    except HohError as e:
+        err.print(f"hoh: {e}", markup=False, highlight=False)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err.print("hoh: interrupted; continue with hoh resume -w WORKSPACE", markup=False)
+        sys.exit(130)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except Exception as e:  # click's usage errors arrive here in non-standalone mode
+        import click
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)

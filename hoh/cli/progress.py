@@ -1,0 +1,43 @@
+"""Live progress for a build: one line with loop, role, attempt and elapsed time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+
+class LiveProgress:
+    """Receives the Runtime's notifications and renders them; does nothing when quiet."""
+
+    def __init__(self, console: Console, quiet: bool):
+        self.console, self.quiet = console, quiet
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 console=console, transient=True)
+        self.task = None
+        self.loop, self.target = 0, 0
+
+    def __enter__(self) -> "LiveProgress":
+        if not self.quiet:
+            self.progress.start()
+            self.task = self.progress.add_task("starting")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.quiet:
+            self.progress.stop()
+
+    def __call__(self, kind: str, **f: Any) -> None:
+        if self.quiet:
+            return
+        if kind == "loop":
+            self.loop, self.target = f["loop"], f["target"]
+            self.progress.reset(self.task)
+        elif kind == "attempt":
+            retry = f" (attempt {f['attempt']})" if f["attempt"] > 1 else ""
+            self.progress.update(self.task, description=f"loop {self.loop}/{self.target} · {f['role']}{retry}")
+        elif kind == "frozen":
+            self.console.print(f"  loop {f['loop']}: froze candidate {f['candidate_id']}")
+        elif kind == "loop_done":
+            self.console.print(f"[bold]loop {f['loop']}[/bold] finished: {f['status']}")

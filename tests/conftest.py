@@ -1,0 +1,107 @@
+"""Shared fixtures: an isolated home per test, and a tiny one-task project the scripted agent builds."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hoh import api
+from hoh.config import HohConfig, apply_overrides
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "examples" / "demo"
+
+GREET = 'import sys\nprint("hello " + (sys.argv[1] if len(sys.argv) > 1 else "world"))\n'
+
+
+def mini_loop(loop: int) -> dict[str, Any]:
+    """One well-behaved loop: plan a greeter, write it, check it for real."""
+    return {
+        "planner": {"reply": {
+            "goal": f"greeter, loop {loop}",
+            "tasks": [{"id": "T1", "title": "Greet", "details": "print hello NAME", "issues": [],
+                       "acceptance": [{"id": "T1.A1", "condition": "`python greet.py bob` prints hello bob",
+                                       "method": "black-box"}]}],
+            "preserve": [], "out_of_scope": []}},
+        "developer": {
+            "actions": [{"write": {"path": "greet.py", "content": GREET + f"# loop {loop}\n"}}],
+            "reply": {"summary": "wrote greet.py", "tasks": [{"id": "T1", "status": "done", "notes": ""}],
+                      "self_tests": [], "known_gaps": []}},
+        "qa": {"checks": [{"id": "T1.A1", "run": "python3 greet.py bob", "expect_stdout": "hello bob"}]},
+    }
+
+
+def mini_script(loops: int = 1) -> dict[str, Any]:
+    return {"schema_version": 1, "loops": {t: mini_loop(t) for t in range(1, loops + 1)}}
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "CODEX_HOME", "PI_CODING_AGENT_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+class Project:
+    """A spec + script pair on disk, and helpers to build it and read the resulting state."""
+
+    def __init__(self, root: Path, script: dict[str, Any], spec: str = "# Greeter\n\nPrint a greeting.\n"):
+        self.root = root
+        self.spec = root / "spec.md"
+        self.spec.write_text(spec)
+        self.script_path = root / "script.yaml"
+        self.script = script
+        self.write_script()
+        self.ws = root / "ws"
+
+    def write_script(self) -> None:
+        self.script_path.write_text(yaml.safe_dump(self.script, sort_keys=False))
+
+    def config(self, loops: int = 1, sets: dict[str, Any] | None = None) -> HohConfig:
+        return apply_overrides(HohConfig(loops=loops), [f"{k}={json.dumps(v)}" for k, v in (sets or {}).items()])
+
+    def build(self, loops: int = 1, sets: dict[str, Any] | None = None):
+        return api.build(self.spec, self.ws, self.config(loops, sets))
+
+    def state(self, *parts: str) -> Path:
+        return self.ws.joinpath("state", *parts)
+
+    def loop_json(self, loop: int, name: str) -> dict[str, Any]:
+        return json.loads(self.state("loops", f"{loop:04d}", f"{name}.json").read_text())
+
+    def attempt_result(self, loop: int, role: str, attempt: int) -> dict[str, Any]:
+        return json.loads(self.state("loops", f"{loop:04d}", "roles", role, f"attempt-{attempt}", "result.json").read_text())
+
+    def journal(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.state("journal.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def project(tmp_path) -> Project:
+    return Project(tmp_path, mini_script(1))
+
+
+@pytest.fixture
+def make_project(tmp_path):
+    def make(script: dict[str, Any], name: str = "p") -> Project:
+        root = tmp_path / name
+        root.mkdir()
+        return Project(root, copy.deepcopy(script))
+    return make
+
+
+def run_hoh(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess."""
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "hoh", *map(str, args)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)

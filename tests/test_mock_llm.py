@@ -1,0 +1,436 @@
+"""Tests of the scripted mock model server (hoh.testing.mock_llm), driven over real HTTP on 127.0.0.1.
+
+Tool schemas below are the shapes the real CLIs advertised (HARNESSES.md §1-4); the recorded
+event streams of the real CLIs against this server live in tests/data/harness_streams/.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hoh.testing.mock_llm import MockLLM, Script, ScriptError, Settings
+from hoh.testing.mock_llm.tools import write_file_command
+
+STREAMS = Path(__file__).parent / "data" / "harness_streams"
+SECRET = "sk-test-secret-value-42"
+AWKWARD = "a 'quote' \"dq\" $HOME ${X} $(id) `id` \\ \\n %s %%\n\ttab — ✓\n\nno final newline \\"
+
+EXEC_COMMAND = {"type": "function", "name": "exec_command", "parameters": {
+    "type": "object", "properties": {"cmd": {"type": "string"}, "workdir": {"type": "string"}}, "required": ["cmd"]}}
+APPLY_PATCH = {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark"}}
+CODEX_TOOLS = [EXEC_COMMAND, APPLY_PATCH, {"type": "web_search"}]
+
+
+def fn(name: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": props, "required": required}}}
+
+
+STR = {"type": "string"}
+OPENCODE_TOOLS = [fn("bash", {"command": STR, "timeout": {"type": "number"}, "description": STR}, ["command", "description"]),
+                  fn("read", {"filePath": STR}, ["filePath"]),
+                  fn("write", {"filePath": STR, "content": STR}, ["filePath", "content"])]
+PI_TOOLS = [fn("read", {"path": STR}, ["path"]), fn("bash", {"command": STR, "timeout": {"type": "number"}}, ["command"]),
+            fn("write", {"path": STR, "content": STR}, ["path", "content"])]
+PI_READONLY = [fn("read", {"path": STR}, ["path"])]
+
+SCRIPT = {"entries": [
+    {"role": "developer", "loop": 1, "steps": [
+        {"write": {"path": "calc.py", "content": "print(3)\n"}},
+        {"shell": "python calc.py > out.txt"},
+        {"final": {"status": "done", "candidate": "{{candidate_id}}", "evidence": "{{evidence_dir}}"}}]},
+    {"role": "developer", "loop": 1, "attempt": 2, "steps": [{"final": "attempt two"}]},
+    {"role": "qa", "steps": [{"final": "qa any loop {{loop}}"}]},
+]}
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def request(m: MockLLM, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
+            timeout: float = 5) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=timeout)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def events(raw: bytes) -> list[Any]:
+    """The `data:` payloads of an SSE body (JSON-decoded, except [DONE])."""
+    out = []
+    for line in raw.decode().splitlines():
+        if line.startswith("data: "):
+            payload = line[6:]
+            out.append(payload if payload == "[DONE]" else json.loads(payload))
+    return out
+
+
+def prompt(role: str = "developer", loop: int = 1, attempt: int = 1) -> str:
+    return (f"<!-- hoh:role={role} loop={loop} attempt={attempt} -->\nCandidate id: loop-0001-abcdef012345\n"
+            "Evidence dir: /abs/evidence dir\n\nDo the work.")
+
+
+def chat_body(text: str, results: int = 0, tools: list | None = None, stream: bool = True) -> dict[str, Any]:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "sys"},
+                                  {"role": "user", "content": [{"type": "text", "text": text}]}]
+    for i in range(results):
+        msgs += [{"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function",
+                  "function": {"name": "bash", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"}]
+    return {"model": "mock-model", "messages": msgs, "stream": stream,
+            "stream_options": {"include_usage": True}, "tools": PI_TOOLS if tools is None else tools}
+
+
+def responses_body(text: str, results: int = 0, tools: list | None = None, stream: bool = True) -> dict[str, Any]:
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sys"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context/>"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]
+    for i in range(results):
+        items += [{"type": "function_call", "call_id": f"c{i}", "name": "exec_command", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": f"c{i}", "output": "Process exited with code 0"}]
+    return {"model": "gpt-5.5", "input": items, "stream": stream, "tools": CODEX_TOOLS if tools is None else tools}
+
+
+def chat_answer(m: MockLLM, body: dict[str, Any]) -> dict[str, Any]:
+    """Reassemble a streamed chat answer into {text, tool, arguments, finish, usage}."""
+    status, _, raw = request(m, "POST", "/v1/chat/completions", body)
+    assert status == 200
+    evs = events(raw)
+    assert evs[-1] == "[DONE]"
+    out: dict[str, Any] = {"text": "", "tool": None, "arguments": "", "usage": None}
+    for e in evs[:-1]:
+        out["usage"] = e.get("usage") or out["usage"]
+        for c in e["choices"]:
+            d = c["delta"]
+            out["text"] += d.get("content") or ""
+            for tc in d.get("tool_calls", []):
+                out["tool"] = tc.get("function", {}).get("name") or out["tool"]
+                out["arguments"] += tc["function"].get("arguments", "")
+            out["finish"] = c["finish_reason"] or out.get("finish")
+    return out
+
+
+def responses_answer(m: MockLLM, body: dict[str, Any]) -> dict[str, Any]:
+    status, headers, raw = request(m, "POST", "/v1/responses", body)
+    assert status == 200 and headers["content-type"] == "text/event-stream"
+    evs = events(raw)
+    assert evs[-1]["type"] == "response.completed"
+    return [e for e in evs if e["type"] == "response.output_item.done"][0]["item"] | {"_events": evs}
+
+
+@pytest.fixture
+def mock(tmp_path: Path):
+    with MockLLM(script=SCRIPT, log_path=tmp_path / "requests.jsonl") as m:
+        yield m
+
+
+# -- endpoints and wire shapes ---------------------------------------------------------------------
+def test_base_url_and_models(mock: MockLLM) -> None:
+    assert mock.base_url == f"http://127.0.0.1:{mock.port}/v1"
+    status, _, raw = request(mock, "GET", "/v1/models")
+    assert status == 200 and "mock-model" in [d["id"] for d in json.loads(raw)["data"]]
+    assert request(mock, "GET", "/v1/nothing")[0] == 404
+
+
+def test_title_request_has_no_tools(mock: MockLLM) -> None:
+    body = chat_body(prompt(), tools=[])
+    del body["tools"]
+    assert chat_answer(mock, body)["text"] == "Mock title"
+    assert mock.requests()[-1]["match"]["source"] == "title"
+
+
+def test_responses_full_form_with_usage(mock: MockLLM) -> None:
+    item = responses_answer(mock, responses_body(prompt(), results=2))
+    names = [e["type"] for e in item["_events"]]
+    assert names[:2] == ["response.created", "response.output_item.added"]
+    assert "response.output_text.delta" in names and names[-2:] == ["response.output_item.done", "response.completed"]
+    usage = item["_events"][-1]["response"]["usage"]
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    deltas = "".join(e["delta"] for e in item["_events"] if e["type"] == "response.output_text.delta")
+    assert deltas == item["content"][0]["text"]
+    raw = request(mock, "POST", "/v1/responses", responses_body(prompt()))[2].decode()
+    assert "event: response.completed\n" in raw
+
+
+def test_chat_full_form_with_usage_chunk(mock: MockLLM) -> None:
+    ans = chat_answer(mock, chat_body(prompt()))
+    assert ans["finish"] == "tool_calls" and ans["usage"]["prompt_tokens"] > 0
+    assert json.loads(ans["arguments"]) == {"path": "calc.py", "content": "print(3)\n"}
+
+
+def test_minimal_sse(mock: MockLLM) -> None:
+    mock.control(minimal_sse="bare")
+    raw = request(mock, "POST", "/v1/responses", responses_body(prompt()))[2].decode()
+    assert "event:" not in raw and "usage" not in raw
+    assert [e["type"] for e in events(raw)] == ["response.output_item.done", "response.completed"]
+    evs = events(request(mock, "POST", "/v1/chat/completions", chat_body(prompt()))[2])
+    assert all(set(e) == {"choices"} for e in evs[:-1]) and evs[-1] == "[DONE]"
+
+
+def test_non_streamed_answers(mock: MockLLM) -> None:
+    status, _, raw = request(mock, "POST", "/v1/chat/completions", chat_body(prompt(), results=2, stream=False))
+    body = json.loads(raw)
+    assert status == 200 and body["object"] == "chat.completion"
+    assert json.loads(body["choices"][0]["message"]["content"])["status"] == "done"
+    body = json.loads(request(mock, "POST", "/v1/responses", responses_body(prompt(), stream=False))[2])
+    assert body["output"][0]["type"] == "function_call" and body["usage"]["total_tokens"] > 0
+
+
+# -- the stateless decision --------------------------------------------------------------------------
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_step_selected_by_tool_result_count(mock: MockLLM, api: str) -> None:
+    def answer(n: int) -> dict[str, Any]:
+        if api == "chat":
+            a = chat_answer(mock, chat_body(prompt(), results=n))
+            return {"tool": a["tool"], "args": a["arguments"], "text": a["text"]}
+        item = responses_answer(mock, responses_body(prompt(), results=n))
+        return {"tool": item.get("name"), "args": item.get("arguments"),
+                "text": item["content"][0]["text"] if item["type"] == "message" else ""}
+
+    first, second, third, extra = answer(0), answer(1), answer(2), answer(5)
+    assert first["tool"] == ("write" if api == "chat" else "exec_command")
+    assert second["tool"] == ("bash" if api == "chat" else "exec_command")
+    assert "python calc.py > out.txt" in second["args"]
+    final = json.loads(third["text"])
+    assert final == {"status": "done", "candidate": "loop-0001-abcdef012345", "evidence": "/abs/evidence dir"}
+    assert extra["text"] == third["text"]
+    assert [r["match"]["step"] for r in mock.requests()] == [0, 1, 2, 5]
+    assert answer(1) == second  # a retried request gets the same answer, ids included
+
+
+def test_marker_lookup_and_fallbacks(mock: MockLLM) -> None:
+    assert chat_answer(mock, chat_body(prompt(attempt=2)))["text"] == "attempt two"
+    assert chat_answer(mock, chat_body(prompt(attempt=3)))["tool"] == "write"  # falls back to (role, loop)
+    assert chat_answer(mock, chat_body(prompt("qa", loop=7)))["text"] == "qa any loop 7"
+    default = chat_answer(mock, chat_body(prompt("planner")))
+    assert json.loads(default["arguments"]) == {"path": "hello.txt", "content": "hi"}
+    assert chat_answer(mock, chat_body("no marker", results=1))["text"] == '{"status":"done","files":["hello.txt"]}'
+    assert [r["match"]["source"] for r in mock.requests()] == ["script", "script", "script", "default", "default"]
+    assert mock.requests()[0]["match"] == {"source": "script", "role": "developer", "loop": 1, "attempt": 2, "step": 0}
+
+
+def test_last_marker_wins_and_steps_count_after_it(mock: MockLLM) -> None:
+    """A resumed session re-asked with attempt=2 follows the attempt-2 entry from its step 0."""
+    body = chat_body(prompt(attempt=1), results=2)
+    body["messages"].append({"role": "user", "content": prompt(attempt=2)})
+    assert chat_answer(mock, body)["text"] == "attempt two"
+    assert mock.requests()[-1]["match"]["step"] == 0
+
+
+def test_final_text_override_keeps_placeholders(mock: MockLLM) -> None:
+    mock.control(final_text="id={{candidate_id}} {{unknown}}")
+    assert chat_answer(mock, chat_body(prompt(), results=2))["text"] == "id=loop-0001-abcdef012345 {{unknown}}"
+
+
+# -- tool-call arguments from advertised schemas ------------------------------------------------------
+def run_shell_call(tool: str, args: dict[str, Any], cwd: Path) -> None:
+    if tool == "shell":
+        argv = args["command"]
+    else:
+        argv = ["bash", "-c", args["cmd"] if tool == "exec_command" else args["command"]]
+    subprocess.run(argv, cwd=cwd, check=True, timeout=10)
+
+
+@pytest.mark.parametrize("tool,props,required", [
+    ("exec_command", {"cmd": STR, "workdir": STR}, ["cmd"]),
+    ("shell_command", {"command": STR}, ["command"]),
+    ("shell", {"command": {"type": "array", "items": STR}}, ["command"]),
+    ("bash", {"command": STR, "description": STR}, ["command", "description"]),
+])
+def test_write_falls_back_to_shell_and_round_trips(tmp_path: Path, tool: str, props: dict, required: list) -> None:
+    script = {"developer": {"1": [{"write": {"path": "sub/dir/awk.txt", "content": AWKWARD}}, {"final": "x"}]}}
+    with MockLLM(script=script) as m:
+        ans = chat_answer(m, chat_body(prompt(), tools=[fn("read", {"path": STR}, ["path"]), fn(tool, props, required)]))
+    args = json.loads(ans["arguments"])
+    assert ans["tool"] == tool and set(required) <= set(args)
+    run_shell_call(tool, args, tmp_path)
+    assert (tmp_path / "sub/dir/awk.txt").read_bytes() == AWKWARD.encode()
+
+
+def test_codex_write_via_exec_command_round_trips(tmp_path: Path) -> None:
+    script = {"developer": {"1": [{"write": {"path": "a b.txt", "content": AWKWARD}}, {"final": "x"}]}}
+    with MockLLM(script=script) as m:
+        item = responses_answer(m, responses_body(prompt()))
+    assert item["type"] == "function_call" and item["name"] == "exec_command"
+    run_shell_call("exec_command", json.loads(item["arguments"]), tmp_path)
+    assert (tmp_path / "a b.txt").read_bytes() == AWKWARD.encode()
+
+
+def test_empty_content_and_write_tool_keys(tmp_path: Path) -> None:
+    subprocess.run(["bash", "-c", write_file_command("empty.txt", "")], cwd=tmp_path, check=True)
+    assert (tmp_path / "empty.txt").read_bytes() == b""
+    script = {"developer": {"1": [{"write": {"path": "f.txt", "content": "c"}}, {"final": "x"}]}}
+    with MockLLM(script=script) as m:
+        assert json.loads(chat_answer(m, chat_body(prompt(), tools=OPENCODE_TOOLS))["arguments"]) == \
+            {"filePath": "f.txt", "content": "c"}
+        m.control(tool_pref="shell")
+        assert chat_answer(m, chat_body(prompt(), tools=OPENCODE_TOOLS))["tool"] == "bash"
+
+
+def test_missing_tool_gives_an_explanatory_text(mock: MockLLM) -> None:
+    ans = chat_answer(mock, chat_body(prompt(), tools=PI_READONLY))
+    assert ans["text"].startswith("mock-llm error at step 0") and "no write or shell tool" in ans["text"]
+    assert mock.requests()[-1]["match"]["source"] == "error"
+
+
+def test_raw_calls_including_custom_tools() -> None:
+    script = {"developer": {"1": [{"call": {"name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"}},
+                                  {"call": {"name": "read", "arguments": {"path": "x"}}}, {"final": "x"}]}}
+    with MockLLM(script=script) as m:
+        item = responses_answer(m, responses_body(prompt()))
+        assert item["type"] == "custom_tool_call" and item["input"].startswith("*** Begin Patch")
+        body = responses_body(prompt())
+        body["input"].append({"type": "custom_tool_call_output", "call_id": "p", "output": "ok"})
+        assert "not advertised" in responses_answer(m, body)["content"][0]["text"]
+        ans = chat_answer(m, chat_body(prompt(), results=1))
+        assert ans["tool"] == "read" and json.loads(ans["arguments"]) == {"path": "x"}
+
+
+def test_script_validation(tmp_path: Path) -> None:
+    for bad in ({"developer": {"1": []}}, {"developer": {"1": [{"final": "x"}, {"shell": "ls"}]}},
+                {"developer": {"x": [{"final": "x"}]}}, {"entries": [{"role": "qa", "steps": [{"nope": 1}]}]},
+                {"developer": {"1": [{"write": {"path": "a"}}]}}):
+        with pytest.raises(ScriptError):
+            Script.load(bad)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SCRIPT))
+    assert len(Script.load(path).entries) == 3
+    with pytest.raises(ValueError, match="unknown setting"):
+        Settings().update(fail_mod="500")
+
+
+# -- failure injection ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode,status,kind", [("500", 500, "server_error"), ("429", 429, "rate_limit_exceeded"),
+                                              ("400", 400, "invalid_request_error")])
+def test_http_errors_then_recovery(mock: MockLLM, mode: str, status: int, kind: str) -> None:
+    mock.control(fail_mode=mode, fail_count=1, retry_after_ms=50)
+    got, headers, raw = request(mock, "POST", "/v1/chat/completions", chat_body(prompt()))
+    assert got == status and json.loads(raw)["error"]["type"] == kind and headers["retry-after-ms"] == "50"
+    assert chat_answer(mock, chat_body(prompt()))["tool"] == "write"
+    assert [r["answer"]["status"] for r in mock.requests()] == [status, 200]
+    assert mock.state()["fail_count"] == 0
+
+
+def test_fail_forever_by_default(mock: MockLLM) -> None:
+    mock.control(fail_mode="500")
+    assert [request(mock, "POST", "/v1/responses", responses_body(prompt()))[0] for _ in range(3)] == [500] * 3
+    assert request(mock, "GET", "/v1/models")[0] == 200
+
+
+def test_close_and_midstream_are_transport_errors(mock: MockLLM) -> None:
+    mock.control(fail_mode="close", fail_count=1)
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        request(mock, "POST", "/v1/responses", responses_body(prompt()))
+    mock.control(fail_mode="midstream", fail_count=2)
+    for path, body in (("/v1/responses", responses_body(prompt())), ("/v1/chat/completions", chat_body(prompt()))):
+        with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+            request(mock, "POST", path, body)
+    assert responses_answer(mock, responses_body(prompt()))["name"] == "exec_command"
+
+
+def test_stall_sends_headers_then_goes_silent(mock: MockLLM) -> None:
+    mock.control(fail_mode="stall", fail_count=1, stall_seconds=0.4)
+    conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=5)
+    started = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body(prompt())))
+    resp = conn.getresponse()
+    assert resp.status == 200 and time.monotonic() - started < 0.3  # headers come at once
+    assert events(resp.read())[-1] == "[DONE]" and time.monotonic() - started >= 0.4
+    conn.close()
+
+
+def test_stop_cuts_a_long_stall() -> None:
+    m = MockLLM(fail_mode="stall", stall_seconds=60).start()
+    conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=5)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body(prompt())))
+    assert conn.getresponse().status == 200
+    started = time.monotonic()
+    m.stop()
+    assert time.monotonic() - started < 3
+    conn.close()
+
+
+def test_control_and_state_endpoints(mock: MockLLM) -> None:
+    status, _, raw = request(mock, "POST", "/__control", {"fail_mode": "429", "fail_count": 2,
+                                                          "script": {"qa": {"*": [{"final": "swapped"}]}}})
+    assert status == 200 and json.loads(raw)["fail_mode"] == "429"
+    state = json.loads(request(mock, "GET", "/__state")[2])
+    assert state["fail_count"] == 2 and state["script_entries"] == 1
+    assert request(mock, "POST", "/__control", {"bogus": 1})[0] == 400
+    assert request(mock, "POST", "/__control", {"fail_mode": "explode"})[0] == 400
+    mock.control(fail_mode="none")
+    assert chat_answer(mock, chat_body(prompt("qa")))["text"] == "swapped"
+
+
+# -- logging ---------------------------------------------------------------------------------------------
+def test_log_redacts_credentials(mock: MockLLM, tmp_path: Path) -> None:
+    body = chat_body(prompt() + f"\nthe key is {SECRET}")
+    request(mock, "POST", "/v1/chat/completions", body, {"Authorization": f"Bearer {SECRET}", "api-key": SECRET})
+    text = (tmp_path / "requests.jsonl").read_text()
+    assert SECRET not in text and "sk-test" not in text
+    entry = json.loads(text.splitlines()[0])
+    assert entry["headers"]["authorization"] == f"<redacted len={len(SECRET) + 7}>"
+    assert entry["headers"]["api-key"] == f"<redacted len={len(SECRET)}>"
+    assert entry["path"] == "/v1/chat/completions" and entry["body"]["model"] == "mock-model"
+    assert entry["answer"]["tool"] == "write" and entry["match"]["role"] == "developer"
+    assert mock.requests() == [entry]
+
+
+def test_bad_json_is_a_logged_400(mock: MockLLM) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=5)
+    conn.request("POST", "/v1/responses", body=b"{not json")
+    assert conn.getresponse().status == 400
+    conn.close()
+    assert mock.requests()[0]["answer"]["status"] == 400
+
+
+# -- the command line ------------------------------------------------------------------------------------
+def test_cli_port_file_log_and_script(tmp_path: Path) -> None:
+    port_file, log, script = tmp_path / "port", tmp_path / "log.jsonl", tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "hoh.testing.mock_llm", "--port", "0", "--port-file",
+                             str(port_file), "--log", str(log), "--script", str(script), "--retry-after-ms", "5"],
+                            env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        port = int(port_file.read_text())
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body(prompt(attempt=2), stream=False)))
+        assert json.loads(conn.getresponse().read())["choices"][0]["message"]["content"] == "attempt two"
+        conn.request("GET", "/__state")
+        assert json.loads(conn.getresponse().read())["retry_after_ms"] == 5
+        conn.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
+        proc.stderr.close()
+    assert json.loads(log.read_text().splitlines()[0])["match"]["attempt"] == 2
+
+
+# -- recorded streams of the real CLIs ----------------------------------------------------------------------
+@pytest.mark.parametrize("cli", ["codex", "opencode", "pi"])
+def test_recorded_streams_parse(cli: str) -> None:
+    from hoh.testing.mock_llm.record import EXPECTED_FINAL, final_message
+
+    def load(case: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (STREAMS / cli / f"{case}.jsonl").read_text().splitlines() if line]
+
+    assert final_message(cli, load("success")) == (EXPECTED_FINAL, None)
+    for case in ("http500", "http400"):
+        text, error = final_message(cli, load(case))
+        assert error and not text
