@@ -1,7 +1,8 @@
 """Tests of the scripted mock model server (hoh.testing.mock_llm), driven over real HTTP on 127.0.0.1.
 
-Tool schemas below are the shapes the real CLIs advertised (HARNESSES.md §1-4); the recorded
-event streams of the real CLIs against this server live in tests/data/harness_streams/.
+The tool schemas come from tests/data/harness_streams/<cli>/tools.json: what the real Codex,
+OpenCode and Pi advertised to this server (recorded by `python -m hoh.testing.mock_llm.record`,
+together with their event streams).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ STREAMS = Path(__file__).parent / "data" / "harness_streams"
 SECRET = "sk-test-secret-value-42"
 AWKWARD = "a 'quote' \"dq\" $HOME ${X} $(id) `id` \\ \\n %s %%\n\ttab — ✓\n\nno final newline \\"
 
-EXEC_COMMAND = {"type": "function", "name": "exec_command", "parameters": {
-    "type": "object", "properties": {"cmd": {"type": "string"}, "workdir": {"type": "string"}}, "required": ["cmd"]}}
-APPLY_PATCH = {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark"}}
-CODEX_TOOLS = [EXEC_COMMAND, APPLY_PATCH, {"type": "web_search"}]
+
+def real_tools(cli: str) -> list[dict[str, Any]]:
+    """The tools the real CLI advertised (recorded by hoh.testing.mock_llm.record, descriptions stripped)."""
+    return json.loads((STREAMS / cli / "tools.json").read_text())
 
 
 def fn(name: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -36,12 +37,8 @@ def fn(name: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 STR = {"type": "string"}
-OPENCODE_TOOLS = [fn("bash", {"command": STR, "timeout": {"type": "number"}, "description": STR}, ["command", "description"]),
-                  fn("read", {"filePath": STR}, ["filePath"]),
-                  fn("write", {"filePath": STR, "content": STR}, ["filePath", "content"])]
-PI_TOOLS = [fn("read", {"path": STR}, ["path"]), fn("bash", {"command": STR, "timeout": {"type": "number"}}, ["command"]),
-            fn("write", {"path": STR, "content": STR}, ["path", "content"])]
-PI_READONLY = [fn("read", {"path": STR}, ["path"])]
+CODEX_TOOLS, OPENCODE_TOOLS, PI_TOOLS = real_tools("codex"), real_tools("opencode"), real_tools("pi")
+PI_READONLY = [t for t in PI_TOOLS if t["function"]["name"] == "read"]
 
 SCRIPT = {"entries": [
     {"role": "developer", "loop": 1, "steps": [
@@ -58,7 +55,7 @@ def request(m: MockLLM, method: str, path: str, body: Any = None, headers: dict[
             timeout: float = 5) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=timeout)
     try:
-        data = None if body is None else json.dumps(body).encode()
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
@@ -69,7 +66,7 @@ def request(m: MockLLM, method: str, path: str, body: Any = None, headers: dict[
 def events(raw: bytes) -> list[Any]:
     """The `data:` payloads of an SSE body (JSON-decoded, except [DONE])."""
     out = []
-    for line in raw.decode().splitlines():
+    for line in (raw.decode() if isinstance(raw, bytes) else raw).splitlines():
         if line.startswith("data: "):
             payload = line[6:]
             out.append(payload if payload == "[DONE]" else json.loads(payload))
@@ -137,11 +134,13 @@ def mock(tmp_path: Path):
 
 
 # -- endpoints and wire shapes ---------------------------------------------------------------------
-def test_base_url_and_models(mock: MockLLM) -> None:
+def test_routes(mock: MockLLM) -> None:
     assert mock.base_url == f"http://127.0.0.1:{mock.port}/v1"
     status, _, raw = request(mock, "GET", "/v1/models")
     assert status == 200 and "mock-model" in [d["id"] for d in json.loads(raw)["data"]]
     assert request(mock, "GET", "/v1/nothing")[0] == 404
+    assert request(mock, "POST", "/v1/responses", b"{not json")[0] == 400
+    assert mock.requests()[0]["answer"]["status"] == 400  # logged too
 
 
 def test_title_request_has_no_tools(mock: MockLLM) -> None:
@@ -235,48 +234,41 @@ def test_final_text_override_keeps_placeholders(mock: MockLLM) -> None:
 
 
 # -- tool-call arguments from advertised schemas ------------------------------------------------------
-def run_shell_call(tool: str, args: dict[str, Any], cwd: Path) -> None:
+@pytest.mark.parametrize("tools,api,tool", [
+    (CODEX_TOOLS, "responses", "exec_command"),  # Codex has no write tool
+    (OPENCODE_TOOLS, "chat", "bash"), (PI_TOOLS, "chat", "bash"),  # with tool_pref=shell
+    ([fn("shell_command", {"command": STR}, ["command"])], "chat", "shell_command"),
+    ([fn("shell", {"command": {"type": "array", "items": STR}}, ["command"])], "chat", "shell"),
+    ([fn("bash", {"command": STR, "description": STR}, ["command", "description"])], "chat", "bash"),
+])
+def test_write_via_shell_round_trips(tmp_path: Path, tools: list, api: str, tool: str) -> None:
+    script = {"developer": {"1": [{"write": {"path": "sub/a b.txt", "content": AWKWARD}}, {"final": "x"}]}}
+    with MockLLM(script=script, tool_pref="shell") as m:
+        if api == "chat":
+            ans = chat_answer(m, chat_body(prompt(), tools=tools))
+            name, args = ans["tool"], json.loads(ans["arguments"])
+        else:
+            item = responses_answer(m, responses_body(prompt(), tools=tools))
+            name, args = item["name"], json.loads(item["arguments"])
+    assert name == tool
     if tool == "shell":
         argv = args["command"]
     else:
         argv = ["bash", "-c", args["cmd"] if tool == "exec_command" else args["command"]]
-    subprocess.run(argv, cwd=cwd, check=True, timeout=10)
+    subprocess.run(argv, cwd=tmp_path, check=True, timeout=10)
+    assert (tmp_path / "sub/a b.txt").read_bytes() == AWKWARD.encode()
+    schema = next(t.get("function", t) for t in tools if t.get("function", t).get("name") == tool)
+    assert set(schema["parameters"].get("required", [])) <= set(args)  # unknown required strings get a filler
 
 
-@pytest.mark.parametrize("tool,props,required", [
-    ("exec_command", {"cmd": STR, "workdir": STR}, ["cmd"]),
-    ("shell_command", {"command": STR}, ["command"]),
-    ("shell", {"command": {"type": "array", "items": STR}}, ["command"]),
-    ("bash", {"command": STR, "description": STR}, ["command", "description"]),
-])
-def test_write_falls_back_to_shell_and_round_trips(tmp_path: Path, tool: str, props: dict, required: list) -> None:
-    script = {"developer": {"1": [{"write": {"path": "sub/dir/awk.txt", "content": AWKWARD}}, {"final": "x"}]}}
+@pytest.mark.parametrize("tools,key", [(OPENCODE_TOOLS, "filePath"), (PI_TOOLS, "path")])
+def test_write_tool_preferred_with_its_path_key(tmp_path: Path, tools: list, key: str) -> None:
+    script = {"developer": {"1": [{"write": {"path": "f.txt", "content": AWKWARD}}, {"final": "x"}]}}
     with MockLLM(script=script) as m:
-        ans = chat_answer(m, chat_body(prompt(), tools=[fn("read", {"path": STR}, ["path"]), fn(tool, props, required)]))
-    args = json.loads(ans["arguments"])
-    assert ans["tool"] == tool and set(required) <= set(args)
-    run_shell_call(tool, args, tmp_path)
-    assert (tmp_path / "sub/dir/awk.txt").read_bytes() == AWKWARD.encode()
-
-
-def test_codex_write_via_exec_command_round_trips(tmp_path: Path) -> None:
-    script = {"developer": {"1": [{"write": {"path": "a b.txt", "content": AWKWARD}}, {"final": "x"}]}}
-    with MockLLM(script=script) as m:
-        item = responses_answer(m, responses_body(prompt()))
-    assert item["type"] == "function_call" and item["name"] == "exec_command"
-    run_shell_call("exec_command", json.loads(item["arguments"]), tmp_path)
-    assert (tmp_path / "a b.txt").read_bytes() == AWKWARD.encode()
-
-
-def test_empty_content_and_write_tool_keys(tmp_path: Path) -> None:
+        ans = chat_answer(m, chat_body(prompt(), tools=tools))
+    assert ans["tool"] == "write" and json.loads(ans["arguments"]) == {key: "f.txt", "content": AWKWARD}
     subprocess.run(["bash", "-c", write_file_command("empty.txt", "")], cwd=tmp_path, check=True)
     assert (tmp_path / "empty.txt").read_bytes() == b""
-    script = {"developer": {"1": [{"write": {"path": "f.txt", "content": "c"}}, {"final": "x"}]}}
-    with MockLLM(script=script) as m:
-        assert json.loads(chat_answer(m, chat_body(prompt(), tools=OPENCODE_TOOLS))["arguments"]) == \
-            {"filePath": "f.txt", "content": "c"}
-        m.control(tool_pref="shell")
-        assert chat_answer(m, chat_body(prompt(), tools=OPENCODE_TOOLS))["tool"] == "bash"
 
 
 def test_missing_tool_gives_an_explanatory_text(mock: MockLLM) -> None:
@@ -326,7 +318,7 @@ def test_http_errors_then_recovery(mock: MockLLM, mode: str, status: int, kind: 
 def test_fail_forever_by_default(mock: MockLLM) -> None:
     mock.control(fail_mode="500")
     assert [request(mock, "POST", "/v1/responses", responses_body(prompt()))[0] for _ in range(3)] == [500] * 3
-    assert request(mock, "GET", "/v1/models")[0] == 200
+    assert request(mock, "GET", "/v1/models")[0] == 200  # only model endpoints fail
 
 
 def test_close_and_midstream_are_transport_errors(mock: MockLLM) -> None:
@@ -341,23 +333,21 @@ def test_close_and_midstream_are_transport_errors(mock: MockLLM) -> None:
 
 
 def test_stall_sends_headers_then_goes_silent(mock: MockLLM) -> None:
+    def start() -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, float]:
+        conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=5)
+        started = time.monotonic()
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body(prompt())))
+        resp = conn.getresponse()
+        assert resp.status == 200 and time.monotonic() - started < 0.3  # headers come at once
+        return conn, resp, started
+
     mock.control(fail_mode="stall", fail_count=1, stall_seconds=0.4)
-    conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=5)
-    started = time.monotonic()
-    conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body(prompt())))
-    resp = conn.getresponse()
-    assert resp.status == 200 and time.monotonic() - started < 0.3  # headers come at once
-    assert events(resp.read())[-1] == "[DONE]" and time.monotonic() - started >= 0.4
+    conn, resp, started = start()
+    assert events(resp.read())[-1] == "[DONE]" and time.monotonic() - started >= 0.4  # then the answer
     conn.close()
-
-
-def test_stop_cuts_a_long_stall() -> None:
-    m = MockLLM(fail_mode="stall", stall_seconds=60).start()
-    conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=5)
-    conn.request("POST", "/v1/chat/completions", body=json.dumps(chat_body(prompt())))
-    assert conn.getresponse().status == 200
-    started = time.monotonic()
-    m.stop()
+    mock.control(fail_mode="stall", stall_seconds=60)
+    conn, resp, started = start()
+    mock.stop()  # must not wait for the stall
     assert time.monotonic() - started < 3
     conn.close()
 
@@ -386,14 +376,6 @@ def test_log_redacts_credentials(mock: MockLLM, tmp_path: Path) -> None:
     assert entry["path"] == "/v1/chat/completions" and entry["body"]["model"] == "mock-model"
     assert entry["answer"]["tool"] == "write" and entry["match"]["role"] == "developer"
     assert mock.requests() == [entry]
-
-
-def test_bad_json_is_a_logged_400(mock: MockLLM) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=5)
-    conn.request("POST", "/v1/responses", body=b"{not json")
-    assert conn.getresponse().status == 400
-    conn.close()
-    assert mock.requests()[0]["answer"]["status"] == 400
 
 
 # -- the command line ------------------------------------------------------------------------------------

@@ -25,12 +25,17 @@ err = Console(stderr=True)
 WS_HELP = "Workspace directory (everything needed to resume lives here)."
 
 
+def _error(message: str) -> None:
+    """Errors are plain single lines (never wrapped), so scripts can read them."""
+    print(f"hoh: {message}", file=sys.stderr, flush=True)
+
+
 def _finish(report: RunReport, workspace: Path) -> None:
     if report.status == "finished":
         out.print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
         return
-    err.print(f"hoh: stopped after {report.loops_finished} loops: {report.error}")
-    err.print(f"hoh: fix the cause, then continue with: hoh resume -w {workspace}")
+    _error(f"stopped after {report.loops_finished} loops: {report.error}")
+    _error(f"fix the cause, then continue with: hoh resume -w {workspace}")
     raise typer.Exit(1)
 
 
@@ -100,10 +105,10 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except HohError as e:
-        err.print(f"hoh: {e}", markup=False, highlight=False)
+        _error(str(e))
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        err.print("hoh: interrupted; continue with hoh resume -w WORKSPACE", markup=False)
+        _error("interrupted; continue with hoh resume -w WORKSPACE")
         sys.exit(130)
     except typer.Exit as e:
         sys.exit(e.exit_code)

@@ -88,7 +88,10 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
     if not os.access(parent, os.W_OK) or (root.exists() and not os.access(root, os.W_OK)):
         raise UsageError(f"workspace {root} is not writable; choose a directory you can write")
 
-    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{root.name}.init-"))
+    try:
+        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{root.name}.init-"))
+    except OSError as err:
+        raise UsageError(f"workspace {root} is not writable ({err.strerror}); choose a directory you can write") from None
     try:
         paths = WorkspacePaths(staging)
         for d in (paths.state, paths.scratch, paths.state / "loops"):

@@ -199,6 +199,7 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
         problems.append("API key leaked into the request log")
     return {"cli": cli, "case": case, "rc": proc.returncode, "wall": round(wall, 2), "requests": len(requests),
             "final": text, "error": error, "problems": problems, "stdout": proc.stdout, "root": run.root,
+            "tools": strip_descriptions(requests[-1]["body"].get("tools")) if requests else None,
             "matches": [(r["match"]["source"], r["match"]["step"], r["answer"].get("tool")) for r in requests]}
 
 
@@ -218,6 +219,15 @@ def check(run: Run, case: str, rc: int, text: str | None, error: str | None) -> 
     elif not error:
         problems.append("no error reported in the events")
     return problems
+
+
+def strip_descriptions(value: Any) -> Any:
+    """Tool schemas without their prose, which is most of their size and irrelevant to argument building."""
+    if isinstance(value, dict):
+        return {k: strip_descriptions(v) for k, v in value.items() if k != "description"}
+    if isinstance(value, list):
+        return [strip_descriptions(v) for v in value]
+    return value
 
 
 def sanitize(text: str, lab: Path) -> str:
@@ -246,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                 dest = args.out / cli / f"{case}.jsonl"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(sanitize(r["stdout"], args.lab))
+                if case == "success":  # the tool schemas the CLI advertised, for argument-building tests
+                    tools = json.dumps(r["tools"], indent=1, ensure_ascii=False)
+                    (dest.parent / "tools.json").write_text(sanitize(tools, args.lab) + "\n")
     return 1 if failed else 0
 
 

@@ -60,6 +60,8 @@ class ScriptError(ValueError):
 
 @dataclass(frozen=True)
 class Entry:
+    """The steps for one (role, loop, attempt); None for loop/attempt means "any"."""
+
     role: str | None
     loop: int | None
     attempt: int | None
@@ -158,6 +160,8 @@ def _check_step(step: Any, where: str, last: bool) -> None:
 
 @dataclass(frozen=True)
 class Marker:
+    """A parsed `<!-- hoh:role=R loop=N attempt=K -->` and the index of the user message holding it."""
+
     role: str
     loop: int
     attempt: int | None

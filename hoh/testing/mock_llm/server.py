@@ -19,6 +19,7 @@ import gzip
 import json
 import os
 import socket
+import sys
 import threading
 import zlib
 from datetime import datetime, timezone
@@ -64,9 +65,11 @@ class MockLLM:
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, port_file: str | Path | None = None) -> "MockLLM":
         """Bind and serve in a background thread; writes the bound port to `port_file` if given."""
+        self._stopping.clear()
         self._server = _Server((self.host, self._port), _Handler)
         self._server.mock = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="mock-llm", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="mock-llm", daemon=True)
         self._thread.start()
         if port_file:
             _write_atomic(Path(port_file), f"{self.port}\n")
@@ -109,10 +112,11 @@ class MockLLM:
     # -- control -------------------------------------------------------------------------------
     def control(self, **changes: Any) -> dict[str, Any]:
         """Change settings (see `Settings`); `script=` replaces the script. Returns the new state."""
+        script = Script.load(changes.pop("script")) if "script" in changes else None
         with self._lock:
-            if "script" in changes:
-                self.script = Script.load(changes.pop("script"))
-            self.settings.update(**changes)
+            self.settings.update(**changes)  # raises before anything changed on a bad key or value
+            if script is not None:
+                self.script = script
         return self.state()
 
     def state(self) -> dict[str, Any]:
@@ -147,6 +151,11 @@ class _Server(ThreadingHTTPServer):
     def track(self, conn: socket.socket, alive: bool) -> None:
         with self._conns_lock:
             (self._conns.add if alive else self._conns.discard)(conn)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return  # clients hang up mid-request on purpose (retries, failure tests): not a server bug
+        super().handle_error(request, client_address)
 
     def close_all_connections(self) -> None:
         with self._conns_lock:

@@ -2,7 +2,8 @@
 
 Each harness names and shapes its tools differently (HARNESSES.md §1):
 
-* write tools: OpenCode `write {filePath, content}`, Pi `write {path, content}`, others `write_file {file_path, content}`;
+* write tools: OpenCode `write {filePath, content}`, Pi `write {path, content}`,
+  others `write_file {file_path, content}`;
 * shell tools: Codex `exec_command {cmd}` (unified exec), `shell_command {command: str}`,
   `shell {command: [argv]}`; OpenCode and Pi `bash {command}`.
 

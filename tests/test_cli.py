@@ -1,0 +1,154 @@
+"""The command line as a user meets it: help, the demo end to end, and every bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import DEMO, run_hoh
+
+from hoh.resources import schema_errors
+
+
+@pytest.mark.parametrize("command", ["", "build", "resume", "status", "show"])
+def test_help(command):
+    result = run_hoh(*([command] if command else []), "--help")
+    assert result.returncode == 0
+    if not command:
+        for name in ("build", "resume", "status", "show"):
+            assert name in result.stdout
+
+
+def test_demo_builds_three_loops_with_valid_state(tmp_path):
+    ws = tmp_path / "ws"
+    result = run_hoh("build", DEMO / "spec.md", "--harness", "scripted", "--loops", "3", "-w", ws)
+    assert result.returncode == 0, result.stderr
+    tags = (ws / "project" / ".git" / "refs" / "tags")
+    assert sorted(p.name for p in tags.iterdir()) == ["loop-0001", "loop-0002", "loop-0003"]
+    for t in (1, 2, 3):
+        loop_dir = ws / "state" / "loops" / f"{t:04d}"
+        for name, schema in (("plan", "plan"), ("developer", "developer"), ("candidate", "candidate"), ("qa", "qa")):
+            assert schema_errors(schema, json.loads((loop_dir / f"{name}.json").read_text())) == [], (t, name)
+    assert schema_errors("ledger", json.loads((ws / "state" / "ledger.json").read_text())) == []
+
+    status = json.loads(run_hoh("status", "-w", ws, "--json").stdout)
+    assert status["state"] == "finished" and status["loops_finished"] == 3
+    assert [loop["status"] for loop in status["loops"]] == ["pass", "partial", "partial"]
+    assert status["usage"]["input_tokens"] > 0
+    human = run_hoh("status", "-w", ws)
+    assert human.returncode == 0 and "loop-0003-" in human.stdout
+
+    # The demo's fourth loop closes the reopened issue: a multi-day run continued.
+    assert run_hoh("resume", "-w", ws, "--loops", "1", "-q").returncode == 0
+    shown = run_hoh("show", "I-0001", "-w", ws)
+    assert shown.returncode == 0 and "regressions 1" in shown.stdout
+    ledger = json.loads((ws / "state" / "ledger.json").read_text())
+    history = [h["status"] for h in ledger["issues"][0]["history"]]
+    assert history == ["open", "closed", "reopened", "closed"]
+
+
+def _fails_cleanly(result, *needles: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hoh: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def _nothing_created(parent: Path, ws: Path) -> None:
+    assert not ws.exists()
+    assert not [p for p in parent.iterdir() if ".init-" in p.name]
+
+
+def test_missing_and_empty_spec(tmp_path):
+    ws = tmp_path / "ws"
+    _fails_cleanly(run_hoh("build", tmp_path / "nope.md", "-w", ws), "not found")
+    (tmp_path / "empty.md").write_text("  \n")
+    _fails_cleanly(run_hoh("build", tmp_path / "empty.md", "-w", ws), "is empty")
+    _nothing_created(tmp_path, ws)
+
+
+def test_unknown_harness_lists_the_choices(tmp_path):
+    ws = tmp_path / "ws"
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "--harness", "nope", "-w", ws), "unknown harness 'nope'", "scripted")
+    _nothing_created(tmp_path, ws)
+
+
+def test_invalid_config_names_the_key(tmp_path):
+    ws = tmp_path / "ws"
+    bad = tmp_path / "hoh.yaml"
+    bad.write_text("policy:\n  max_retries: lots\n")
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "--config", bad, "-w", ws), "policy.max_retries")
+    bad.write_text("polcy: {}\n")
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "--config", bad, "-w", ws), "polcy")
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "--set", "loops", "-w", ws), "KEY=VALUE")
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "--set", "timeouts.idle_seconds=-1", "-w", ws),
+                   "timeouts.idle_seconds")
+    _nothing_created(tmp_path, ws)
+
+
+def test_invalid_config_inside_a_workspace_stops_resume(tmp_path):
+    ws = tmp_path / "ws"
+    assert run_hoh("build", DEMO / "spec.md", "--loops", "1", "-w", ws, "-q").returncode == 0
+    config = ws / "hoh.yaml"
+    config.write_text(config.read_text().replace("max_retries: 2", "max_retries: many"))
+    before = (ws / "state" / "journal.jsonl").read_bytes()
+    _fails_cleanly(run_hoh("resume", "-w", ws, "--loops", "1"), "hoh.yaml", "policy.max_retries")
+    assert (ws / "state" / "journal.jsonl").read_bytes() == before
+
+
+def test_workspace_of_another_spec_is_refused_unless_forced(tmp_path):
+    ws = tmp_path / "ws"
+    assert run_hoh("build", DEMO / "spec.md", "--loops", "1", "-w", ws, "-q").returncode == 0
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "-w", ws), "hoh resume")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "spec.md").write_text((DEMO / "spec.md").read_text() + "\nAlso support `%` as modulo.\n")
+    (other / "script.yaml").write_text((DEMO / "script.yaml").read_text())
+    journal = (ws / "state" / "journal.jsonl").read_bytes()
+    _fails_cleanly(run_hoh("build", other / "spec.md", "-w", ws), "different spec", "--force")
+    assert (ws / "state" / "journal.jsonl").read_bytes() == journal
+    forced = run_hoh("build", other / "spec.md", "--loops", "1", "-w", ws, "--force", "-q")
+    assert forced.returncode == 0, forced.stderr
+    assert (ws / "spec.md").read_text().endswith("modulo.\n")
+    assert (tmp_path / "ws.replaced-1" / "state" / "journal.jsonl").read_bytes() == journal
+
+
+def test_non_empty_directory_that_is_not_a_workspace(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "precious.txt").write_text("mine")
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "-w", ws), "not a hoh workspace")
+    assert sorted(p.name for p in ws.iterdir()) == ["precious.txt"]
+
+
+def test_unwritable_workspace(tmp_path):
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "-w", "/proc/hoh-ws"), "not writable")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    _fails_cleanly(run_hoh("build", DEMO / "spec.md", "-w", blocker / "ws"), "not writable")
+
+
+def test_resume_status_show_of_a_non_workspace(tmp_path):
+    for args in (("resume",), ("status",), ("show", "I-0001")):
+        _fails_cleanly(run_hoh(*args, "-w", tmp_path), "not a hoh workspace")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_scripted_harness_without_a_script(tmp_path):
+    (tmp_path / "spec.md").write_text("# Thing\n")
+    _fails_cleanly(run_hoh("build", tmp_path / "spec.md", "-w", tmp_path / "ws"), "needs a script")
+
+
+def test_changed_frozen_spec_stops_resume(tmp_path):
+    ws = tmp_path / "ws"
+    assert run_hoh("build", DEMO / "spec.md", "--loops", "1", "-w", ws, "-q").returncode == 0
+    (ws / "spec.md").write_text("# something else\n")
+    _fails_cleanly(run_hoh("resume", "-w", ws), "frozen spec was changed")
+
+
+def test_unknown_ledger_id(tmp_path):
+    ws = tmp_path / "ws"
+    assert run_hoh("build", DEMO / "spec.md", "--loops", "1", "-w", ws, "-q").returncode == 0
+    _fails_cleanly(run_hoh("show", "I-0999", "-w", ws), "no issue or behaviour 'I-0999'")

@@ -1,0 +1,120 @@
+"""Crash anywhere, resume, and end in exactly the state an uninterrupted run reaches."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DEMO, REPO, mini_script, run_hoh
+
+from hoh import api
+from hoh.errors import WorkspaceBusy
+from hoh.runtime.lock import WorkspaceLock
+
+STATE_FILES = ("plan.json", "plan.md", "developer.json", "candidate.json", "qa.json")
+
+
+def snapshot(ws: Path) -> dict[str, bytes]:
+    """Every deterministic state file, plus the project's tags → commits; the workspace's own path
+    (which appears in captured tracebacks) is written as WS so copies compare equal."""
+    files = {}
+    for path in sorted((ws / "state" / "loops").rglob("*")):
+        rel = path.relative_to(ws).as_posix()
+        if path.is_file() and (path.name in STATE_FILES or "/evidence/" in rel):
+            files[rel] = path.read_bytes()
+    for name in ("ledger.json", "INDEX.md"):
+        files[f"state/{name}"] = (ws / "state" / name).read_bytes()
+    tags = subprocess.run(["git", "show-ref", "--tags"], cwd=ws / "project", capture_output=True, text=True).stdout
+    files["tags"] = tags.encode()
+    return {k: v.replace(str(ws).encode(), b"WS") for k, v in files.items()}
+
+
+@pytest.fixture(scope="module")
+def after_loop_one(tmp_path_factory):
+    """A workspace with loop 1 finished, and the state an uninterrupted loop 2 reaches from it."""
+    root = tmp_path_factory.mktemp("resume")
+    from conftest import Project
+    p = Project(root, mini_script(2))
+    assert p.build(loops=1).status == "finished"
+    reference = root / "reference"
+    shutil.copytree(p.ws, reference, symlinks=True)
+    assert api.resume(reference, more_loops=1).status == "finished"
+    return p.ws, snapshot(reference), count_points(p.ws, root)
+
+
+def count_points(ws: Path, root: Path) -> dict[str, int]:
+    """How many journal appends and state writes an uninterrupted loop 2 makes."""
+    counts = {}
+    for mode in ("journal", "write"):
+        probe = root / f"probe-{mode}"
+        shutil.copytree(ws, probe, symlinks=True)
+        proc = subprocess.run([sys.executable, str(REPO / "tests" / "crash_driver.py"), mode, "0", str(probe)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 3, proc.stderr
+        counts[mode] = int(proc.stdout)
+    return counts
+
+
+CRASH_POINTS = [("journal", k) for k in range(1, 21)] + [("write", k) for k in range(1, 21)]
+
+
+@pytest.mark.parametrize("mode,point", CRASH_POINTS, ids=[f"{m}-{k}" for m, k in CRASH_POINTS])
+def test_interruption_at_every_step_resumes_to_the_same_state(after_loop_one, tmp_path, mode, point):
+    ws, expected, counts = after_loop_one
+    assert counts[mode] < 21, "a loop now has more crash points than this test covers; raise the range"
+    if point > counts[mode]:
+        pytest.skip(f"loop 2 makes only {counts[mode]} {mode} points")
+    crashed = tmp_path / "ws"
+    shutil.copytree(ws, crashed, symlinks=True)
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "crash_driver.py"), mode, str(point), str(crashed)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 137, proc.stderr
+    report = api.resume(crashed)
+    assert report.status == "finished" and report.loops_finished == 2
+    assert snapshot(crashed) == expected
+
+
+def test_a_second_process_on_the_same_workspace_is_refused(project):
+    project.build()
+    with WorkspaceLock(project.ws / "hoh.lock"):
+        with pytest.raises(WorkspaceBusy, match="in use by hoh pid"):
+            api.resume(project.ws, more_loops=1)
+        result = run_hoh("resume", "-w", project.ws, "--loops", "1", "-q")
+    assert result.returncode == 2 and "in use" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _candidate_ids(ws: Path) -> list[str]:
+    return [api.status(ws)["loops"][i]["candidate_id"] for i in range(3)]
+
+
+def test_kill_9_of_hoh_build_then_resume_matches_an_uninterrupted_run(tmp_path):
+    reference = tmp_path / "reference"
+    assert run_hoh("build", DEMO / "spec.md", "--harness", "scripted", "--loops", "3", "-w", reference, "-q").returncode == 0
+    expected = _candidate_ids(reference)
+
+    rng = random.Random(int(os.environ.get("HOH_TEST_SEED", "0")) or None)
+    interrupted = 0
+    for trial in range(3):
+        ws = tmp_path / f"killed-{trial}"
+        proc = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(DEMO / "spec.md"), "--harness", "scripted",
+                                 "--loops", "3", "-w", str(ws), "-q"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.8, 4.0))
+        os.kill(proc.pid, signal.SIGKILL)  # hoh only: its agent child is left running, as in a real crash
+        proc.wait()
+        if not (ws / "state" / "workspace.json").exists():
+            continue  # killed before the workspace existed: nothing to resume
+        interrupted += '"run_finished"' not in (ws / "state" / "journal.jsonl").read_text()
+        result = run_hoh("resume", "-w", ws, "-q")
+        assert result.returncode == 0, result.stderr
+        assert _candidate_ids(ws) == expected
+        assert snapshot(ws) == snapshot(reference)
+    assert interrupted >= 1, "no trial was killed mid-run; the timing window needs adjusting"
