@@ -76,6 +76,9 @@ class GuardConfig(_Model):
 
 class HohConfig(_Model):
     schema_version: int = CONFIG_SCHEMA_VERSION
+    mode: Literal["hoh", "developer_only"] = "hoh"
+    """`hoh`: Planner → Developer → QA. `developer_only`: the harness alone, re-run each loop on its own
+    output with the spec as its plan and no QA (the benchmark's vanilla and continuation baselines)."""
     harness: HarnessConfig = Field(default_factory=HarnessConfig)
     loops: int = Field(3, ge=1)
     """Target number of loops for this run."""

@@ -38,6 +38,17 @@ class RunReport:
     error: str | None = None
 
 
+def spec_as_plan(t: int) -> dict[str, Any]:
+    """The plan of a Developer-only loop: the whole spec, no Planner, no increments."""
+    return {"schema_version": 1, "loop": t, "goal": "Implement the product spec",
+            "tasks": [{"id": "T1", "title": "Implement the spec",
+                       "details": "Build everything the spec asks for, continuing from the project as it is.",
+                       "acceptance": [{"id": "T1.A1", "condition": "The product does what the spec asks",
+                                       "method": "black-box"}],
+                       "issues": []}],
+            "preserve": [], "out_of_scope": []}
+
+
 def _load(path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -93,6 +104,8 @@ class Runtime:
         if developer is None:
             return self.finish_loop(t, progress, "developer_failed", plan, None, None, None)
         candidate = self.step_freeze(t, base, plan, progress)
+        if self.config.mode == "developer_only":
+            return self.finish_loop(t, progress, "unverified", plan, developer, candidate, None)
         qa = self.step_qa(t, plan, candidate, progress)
         status = qa["verdict"] if qa else "qa_failed"
         self.finish_loop(t, progress, status, plan, developer, candidate, qa)
@@ -134,7 +147,9 @@ class Runtime:
         lp = self.paths.loop(t)
         if done := progress.done(t, "planner"):
             return _load(lp.plan) if done.get("status", "ok") == "ok" else None
-        if not self.config.mechanisms.plan_update and t > 1 and self.paths.loop(1).plan.exists():
+        if self.config.mode == "developer_only":
+            plan, reused = spec_as_plan(t), False
+        elif not self.config.mechanisms.plan_update and t > 1 and self.paths.loop(1).plan.exists():
             plan = {**_load(self.paths.loop(1).plan), "loop": t}
             reused = True
         else:
