@@ -32,7 +32,8 @@ Notify = Callable[..., None]
 @dataclass
 class RunReport:
     status: str
-    """finished | stopped (a role failed under the stop policy)."""
+    """finished | stopped (a role failed under the stop policy); the journal also records
+    interrupted (Ctrl-C) and error (an exception, re-raised)."""
     loops_finished: int
     target_loops: int
     error: str | None = None
@@ -76,14 +77,19 @@ class Runtime:
                 notify=self.notify)
             self.journal.append("run_started", target_loops=target_loops, resumed=progress.run_started is not None,
                                 harness=self.config.harness.name)
-            report = RunReport("finished", progress.last_finished_loop, target_loops)
+            report = RunReport("running", progress.last_finished_loop, target_loops)
             try:
                 for t in range(progress.last_finished_loop + 1, target_loops + 1):
                     self.notify("loop", loop=t, target=target_loops)
                     self.run_loop(t, progress)
                     report.loops_finished = t
+                report.status = "finished"
             except RoleFailed as err:
                 report.status, report.error = "stopped", str(err)
+            except BaseException as err:
+                report.status = "interrupted" if isinstance(err, KeyboardInterrupt) else "error"
+                report.error = str(err) or type(err).__name__
+                raise
             finally:
                 self.journal.append("run_finished", status=report.status, loops_finished=report.loops_finished,
                                     error=report.error)

@@ -1,0 +1,181 @@
+"""The evidence state: ledger rules, the verified-behaviour register, the index, the mechanism switches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import mini_script, run_hoh
+
+from hoh.errors import StateError
+from hoh.evidence.index import render_index
+from hoh.evidence.ledger import Ledger
+
+
+def plan(tasks, preserve=()):
+    return {"schema_version": 1, "loop": 1, "goal": "g", "out_of_scope": [],
+            "preserve": [{"id": v, "behaviour": "b"} for v in preserve],
+            "tasks": [{"id": tid, "title": tid, "details": "", "issues": list(issues),
+                       "acceptance": [{"id": f"{tid}.A", "condition": cond, "method": "black-box"}]}
+                      for tid, issues, cond in tasks]}
+
+
+def qa(criteria=(), preserved=(), findings=()):
+    ev = [{"kind": "observation", "ref": "seen", "detail": ""}]
+    return {"schema_version": 1, "loop": 1, "candidate_id": "loop-0001-aaaaaaaaaaaa", "verdict": "partial",
+            "criteria": [{"id": i, "status": s, "evidence": ev} for i, s in criteria],
+            "preserved": [{"id": i, "status": s, "evidence": ev} for i, s in preserved],
+            "findings": [{"title": t, "severity": sev, "repro": "", "evidence": ev, **({"issue_id": iid} if iid else {})}
+                         for t, sev, iid in findings]}
+
+
+def dev(*done):
+    return {"tasks": [{"id": t, "status": "done", "notes": ""} for t in done]}
+
+
+def ledger_with_open_issue() -> Ledger:
+    ledger = Ledger()
+    ledger.apply_loop(1, plan([("T1", [], "c1")]), dev("T1"), "loop-0001-aaaaaaaaaaaa",
+                      qa([("T1.A", "verified")], findings=[("crash on %", "major", None)]))
+    assert ledger.issue("I-0001")["status"] == "open"
+    return ledger
+
+
+def statuses(ledger, issue_id):
+    return [h["status"] for h in ledger.issue(issue_id)["history"]]
+
+
+def test_a_developer_claim_never_closes_an_issue():
+    ledger = ledger_with_open_issue()
+    ledger.apply_loop(2, plan([("T1", ["I-0001"], "c2")]), dev("T1"), "loop-0002-bbbbbbbbbbbb", None)
+    assert ledger.issue("I-0001")["status"] == "fixed_pending_verify"
+    ledger.apply_loop(3, plan([("T1", ["I-0001"], "c2")]), dev("T1"), "loop-0003-cccccccccccc",
+                      qa([("T1.A", "insufficient_evidence")]))
+    assert ledger.issue("I-0001")["status"] == "fixed_pending_verify"
+    assert statuses(ledger, "I-0001") == ["open", "fixed_pending_verify"]
+
+
+def test_insufficient_evidence_keeps_an_issue_open():
+    ledger = ledger_with_open_issue()
+    ledger.apply_loop(2, plan([("T1", ["I-0001"], "c2")]), dev(), "loop-0002-bbbbbbbbbbbb",
+                      qa([("T1.A", "insufficient_evidence")]))
+    assert ledger.issue("I-0001")["status"] == "open"
+    assert not any(b["behaviour"] == "c2" for b in ledger.behaviours)
+
+
+def test_qa_evidence_closes_and_a_regression_reopens_with_history():
+    ledger = ledger_with_open_issue()
+    ledger.apply_loop(2, plan([("T1", ["I-0001"], "no crash on %")]), dev("T1"), "loop-0002-bbbbbbbbbbbb",
+                      qa([("T1.A", "verified")]))
+    assert ledger.issue("I-0001")["status"] == "closed"
+    behaviour = next(b for b in ledger.behaviours if b["behaviour"] == "no crash on %")
+    assert behaviour["issues"] == ["I-0001"]
+    # Loop 3: the behaviour that closed I-0001 breaks again → I-0001 reopens, not a new issue.
+    ledger.apply_loop(3, plan([("T9", [], "other")], preserve=[behaviour["id"]]), dev("T9"), "loop-0003-cccccccccccc",
+                      qa([("T9.A", "verified")], preserved=[(behaviour["id"], "failed")]))
+    issue = ledger.issue("I-0001")
+    assert issue["status"] == "reopened" and issue["regressions"] == 1
+    assert statuses(ledger, "I-0001") == ["open", "closed", "reopened"]
+    assert [h["candidate_id"] for h in issue["history"]] == ["loop-0001-aaaaaaaaaaaa", "loop-0002-bbbbbbbbbbbb",
+                                                               "loop-0003-cccccccccccc"]
+    assert len(ledger.issues) == 1
+    assert ledger.ranked_active_issues()[0]["id"] == "I-0001"
+
+
+def test_a_broken_behaviour_without_an_issue_becomes_a_regression_issue():
+    ledger = Ledger()
+    ledger.apply_loop(1, plan([("T1", [], "adds")]), dev("T1"), "loop-0001-aaaaaaaaaaaa", qa([("T1.A", "verified")]))
+    ledger.apply_loop(2, plan([("T2", [], "subs")], preserve=["V-0001"]), dev("T2"), "loop-0002-bbbbbbbbbbbb",
+                      qa([("T2.A", "verified")], preserved=[("V-0001", "failed")]))
+    issue = ledger.issue("I-0001")
+    assert issue["title"] == "Regression: adds" and issue["behaviour_id"] == "V-0001" and issue["severity"] == "major"
+    assert ledger.verified_behaviours()[0]["id"] == "V-0002"
+    # Verifying the behaviour again closes its regression issue.
+    ledger.apply_loop(3, plan([("T3", [], "x")], preserve=["V-0001"]), dev(), "loop-0003-cccccccccccc",
+                      qa([("T3.A", "verified")], preserved=[("V-0001", "verified")]))
+    assert issue["status"] == "closed" and ledger.verified_behaviours()[0]["id"] == "V-0001"
+
+
+def test_findings_naming_an_issue_update_it_and_failure_beats_success():
+    ledger = ledger_with_open_issue()
+    ledger.apply_loop(2, plan([("T1", ["I-0001"], "c")]), dev("T1"), "loop-0002-bbbbbbbbbbbb",
+                      qa([("T1.A", "verified")], findings=[("still crashes", "major", "I-0001")]))
+    assert ledger.issue("I-0001")["status"] == "open" and len(ledger.issues) == 1
+
+
+def test_ranking_puts_reopened_first_then_severity():
+    ledger = Ledger()
+    ledger.apply_loop(1, plan([("T1", [], "c")]), dev(), "loop-0001-aaaaaaaaaaaa",
+                      qa([("T1.A", "verified")], findings=[("a", "minor", None), ("b", "blocker", None)]))
+    assert [i["id"] for i in ledger.ranked_active_issues()] == ["I-0002", "I-0001"]
+
+
+def test_index_stays_within_its_budget_whatever_the_history():
+    ledger = Ledger()
+    for t in range(1, 60):
+        ledger.apply_loop(t, plan([("T1", [], f"behaviour {t}")]), dev(), f"loop-{t:04d}-aaaaaaaaaaaa",
+                          qa([("T1.A", "verified")], findings=[(f"problem {t}.{k}", "major", None) for k in range(20)]))
+    text = render_index(spec="# S\n## a\n" * 50, ledger=ledger, loops=[], last_loop=59, budget_bytes=2000,
+                        top_issues=8, recent_loops=5)
+    assert len(text.encode()) <= 2000
+    assert "1180 open" in text and "state/ledger.json" in text
+
+
+def test_corrupt_and_future_ledgers_stop_the_run_without_overwriting(project):
+    project.build()
+    ledger_path = project.state("ledger.json")
+    for content, needle in (("{broken", "corrupt"), (json.dumps({"schema_version": 99, "issues": [], "behaviours": []}), "newer")):
+        ledger_path.write_text(content)
+        with pytest.raises(StateError, match=needle):
+            Ledger.load(ledger_path)
+        project.script["loops"][2] = project.script["loops"][1]
+        project.write_script()
+        result = run_hoh("resume", "-w", project.ws, "--loops", "1")
+        assert result.returncode == 2 and str(ledger_path) in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert ledger_path.read_text() == content
+        assert project.journal()[-1]["event"] == "run_finished" and project.journal()[-1]["status"] == "error"
+
+
+def test_unknown_issue_and_behaviour_ids_are_semantic_violations(make_project):
+    script = mini_script(1)
+    good_qa, good_plan = script["loops"][1]["qa"], script["loops"][1]["planner"]
+    bad_plan = json.loads(json.dumps(good_plan))
+    bad_plan["reply"]["tasks"][0]["issues"] = ["I-0042"]
+    bad_plan["reply"]["preserve"] = [{"id": "V-0007", "behaviour": "x"}]
+    script["loops"][1]["planner"] = [bad_plan, good_plan]
+    script["loops"][1]["qa"] = [{**good_qa, "reply": {"findings": [
+        {"title": "t", "severity": "minor", "issue_id": "I-0009", "repro": "", "evidence": []}]}}, good_qa]
+    p = make_project(script)
+    assert p.build().status == "finished"
+    planner_errors = p.attempt_result(1, "planner", 1)["errors"]
+    assert any("I-0042" in e for e in planner_errors) and any("V-0007" in e for e in planner_errors)
+    assert any("I-0009" in e for e in p.attempt_result(1, "qa", 1)["errors"])
+
+
+def _manifest(p, loop, role):
+    return json.loads(p.state("loops", f"{loop:04d}", "roles", role, "attempt-1", "inputs.json").read_text())
+
+
+def test_evidence_feedback_switch_changes_what_the_planner_receives(make_project):
+    on, off = make_project(mini_script(2), "on"), make_project(mini_script(2), "off")
+    assert on.build(loops=2).status == "finished"
+    assert off.build(loops=2, sets={"mechanisms.evidence_feedback": False}).status == "finished"
+    files_on = [f["path"] for f in _manifest(on, 2, "planner")["files"]]
+    files_off = [f["path"] for f in _manifest(off, 2, "planner")["files"]]
+    assert files_on == ["spec.md", "state/INDEX.md", "state/ledger.json"]
+    assert files_off == ["spec.md"]
+    assert "Evidence index after loop 1" in on.state("loops", "0002", "roles", "planner", "attempt-1", "prompt.md").read_text()
+    assert "Evidence index" not in off.state("loops", "0002", "roles", "planner", "attempt-1", "prompt.md").read_text()
+
+
+def test_plan_update_switch_reuses_the_first_plan(make_project):
+    script = mini_script(2)
+    script["loops"][2]["planner"]["reply"]["goal"] = "a different goal"
+    p = make_project(script)
+    assert p.build(loops=2, sets={"mechanisms.plan_update": False}).status == "finished"
+    assert not p.state("loops", "0002", "roles", "planner").exists()
+    assert p.loop_json(2, "plan") == {**p.loop_json(1, "plan"), "loop": 2}
+    assert _manifest(p, 2, "developer")["files"][1]["path"] == "state/loops/0002/plan.json"
+    step = next(e for e in p.journal() if e["event"] == "step_finished" and e["loop"] == 2 and e["step"] == "planner")
+    assert step["reused_plan"] is True
