@@ -61,7 +61,7 @@ class PolicyConfig(_Model):
 
 
 class IndexConfig(_Model):
-    budget_bytes: int = Field(6000, ge=1000)
+    budget_bytes: int = Field(2000, ge=500)
     """Upper bound on INDEX.md, whatever the length of the history."""
     top_issues: int = Field(8, ge=1)
     """Issues listed by name in the index; the rest are counted and pointed to."""

@@ -7,10 +7,13 @@ cut to their headline. Building it reads only the ledger and the last few loops'
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import IndexConfig
+from ..paths import WorkspacePaths
 from .ledger import Ledger
 
 
@@ -95,3 +98,18 @@ def loop_summary(loop: int, plan: dict[str, Any] | None, qa: dict[str, Any] | No
         candidate_id=candidate_id,
         goal=plan["goal"] if plan else "(no plan)",
     )
+
+
+def build_index(paths: WorkspacePaths, spec: str, ledger: Ledger, last_loop: int, cfg: IndexConfig) -> str:
+    """The index after `last_loop`; reads only the last `cfg.recent_loops` loops' files."""
+    def load(path):
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    summaries = []
+    for loop in range(max(1, last_loop - cfg.recent_loops + 1), last_loop + 1):
+        lp = paths.loop(loop)
+        candidate = load(lp.candidate)
+        summaries.append(loop_summary(loop, load(lp.plan), load(lp.qa),
+                                      candidate["candidate_id"] if candidate else None, "no QA report"))
+    return render_index(spec=spec, ledger=ledger, loops=summaries, last_loop=last_loop, budget_bytes=cfg.budget_bytes,
+                        top_issues=cfg.top_issues, recent_loops=cfg.recent_loops)

@@ -17,12 +17,31 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StateError
-from ..fsutil import atomic_write_json
+from ..fsutil import atomic_write_text
 
 LEDGER_SCHEMA_VERSION = 1
 SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
 STATUS_RANK = {"reopened": 0, "open": 1, "fixed_pending_verify": 2, "closed": 3}
 ACTIVE = ("reopened", "open", "fixed_pending_verify")
+
+
+ISSUE_KEYS = {"id", "title", "severity", "status", "first_loop", "last_loop", "regressions", "history"}
+BEHAVIOUR_KEYS = {"id", "behaviour", "status", "first_verified", "issues", "history"}
+
+
+def _shape_problem(data: dict[str, Any]) -> str | None:
+    """A quick structural check on load; the full schema (schemas/ledger.schema.json) is for tests,
+    since validating thousands of issues on every load would cost more than the loop's own work."""
+    for key, required in (("issues", ISSUE_KEYS), ("behaviours", BEHAVIOUR_KEYS)):
+        items = data.get(key)
+        if not isinstance(items, list):
+            return f"'{key}' is missing or not a list"
+        for n, item in enumerate(items):
+            if not isinstance(item, dict) or not required <= item.keys():
+                return f"{key}[{n}] lacks {', '.join(sorted(required - set(item))) if isinstance(item, dict) else 'fields'}"
+            if key == "issues" and item["status"] not in STATUS_RANK:
+                return f"{key}[{n}] has unknown status {item['status']!r}"
+    return None
 
 
 def _norm(text: str) -> str:
@@ -50,13 +69,19 @@ class Ledger:
             raise StateError(f"{path}: corrupt ledger (no schema_version); nothing was overwritten")
         if version > LEDGER_SCHEMA_VERSION:
             raise StateError(f"{path}: ledger schema_version {version} is newer than this hoh; upgrade hoh")
-        from ..resources import schema_errors
-        if errors := schema_errors("ledger", data):
-            raise StateError(f"{path}: corrupt ledger ({errors[0]}); nothing was overwritten")
+        if problem := _shape_problem(data):
+            raise StateError(f"{path}: corrupt ledger ({problem}); nothing was overwritten")
         return cls(data)
 
     def save(self, path: Path) -> None:
-        atomic_write_json(path, self.data)
+        """One issue or behaviour per line: readable, diffable, and fast to write at thousands of issues
+        (an indented dump goes through json's slow pure-Python encoder)."""
+        head = {k: v for k, v in self.data.items() if k not in ("issues", "behaviours")}
+        parts = [json.dumps(head, ensure_ascii=False)[:-1]]
+        for key in ("issues", "behaviours"):
+            rows = ",\n".join(json.dumps(item, ensure_ascii=False) for item in self.data[key])
+            parts.append(f', "{key}": [\n{rows}\n]' if rows else f', "{key}": []')
+        atomic_write_text(path, "".join(parts) + "}\n")
 
     # ---- queries -----------------------------------------------------------------------------
     @property

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import RoleFailed
-from ..evidence.index import loop_summary, render_index
+from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness import registry
@@ -219,8 +219,10 @@ class Runtime:
         return report
 
     def finish_loop(self, t: int, progress: Progress, status: str, plan, developer, candidate, qa) -> None:
+        ledger = Ledger.load(self.paths.ledger)
         if not progress.done(t, "evidence"):
-            ledger = Ledger.load(self.paths.ledger)
+            # The ledger records the last loop folded in, so a crash between its save and the
+            # journal entry never applies a loop twice.
             if ledger.data.get("applied_through", 0) < t:
                 if plan is not None:
                     ledger.apply_loop(t, plan, developer, candidate["candidate_id"] if candidate else None, qa)
@@ -232,18 +234,9 @@ class Runtime:
         self.journal.append("loop_finished", loop=t, status=status,
                             candidate_id=candidate["candidate_id"] if candidate else None,
                             verified=sum(1 for c in criteria if c["status"] == "verified"), criteria=len(criteria),
-                            issues=Ledger.load(self.paths.ledger).counts())
+                            issues=ledger.counts())
         self.notify("loop_done", loop=t, status=status)
 
     def write_index(self, t: int, ledger: Ledger) -> None:
-        cfg = self.config.index
-        summaries = []
-        for loop in range(max(1, t - cfg.recent_loops + 1), t + 1):
-            lp = self.paths.loop(loop)
-            plan = _load(lp.plan) if lp.plan.exists() else None
-            qa = _load(lp.qa) if lp.qa.exists() else None
-            cand = _load(lp.candidate)["candidate_id"] if lp.candidate.exists() else None
-            summaries.append(loop_summary(loop, plan, qa, cand, "no QA report"))
-        text = render_index(spec=self.jobs.spec_text, ledger=ledger, loops=summaries, last_loop=t,
-                            budget_bytes=cfg.budget_bytes, top_issues=cfg.top_issues, recent_loops=cfg.recent_loops)
+        text = build_index(self.paths, self.jobs.spec_text, ledger, t, self.config.index)
         atomic_write_text(self.paths.index, text)
