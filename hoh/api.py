@@ -14,6 +14,8 @@ from .runtime.workspace import create_workspace, open_workspace
 def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False,
           notify: Notify | None = None) -> RunReport:
     """Create a workspace for `spec` and run `config.loops` loops in it."""
+    from .harness import registry
+    registry.create(config.harness).check_available()  # before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force)
     return Runtime(ws, notify).run(config.loops)
 

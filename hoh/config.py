@@ -33,6 +33,10 @@ class HarnessConfig(_Model):
     """Scripted harness only: the script file (copied into the workspace at build)."""
     extra_args: list[str] = Field(default_factory=list)
     """Extra argv appended to every harness invocation."""
+    command: str | None = None
+    """The CLI's executable (a name on PATH or a path); None uses the harness's usual name."""
+    check_version: bool = True
+    """Refuse to run a CLI whose version differs from the one hoh was tested with."""
 
 
 class TimeoutsConfig(_Model):
@@ -58,6 +62,10 @@ class PolicyConfig(_Model):
     """Re-asks of a role after a schema, semantic or permission violation."""
     on_role_failure: Literal["stop", "continue"] = "stop"
     """When a role exhausts its attempts: stop the run (resumable), or record the loop as failed and go on."""
+    transient_retries: int = Field(3, ge=0)
+    """Reruns of an attempt that failed on a rate limit or network error, before it counts as failed."""
+    transient_backoff_seconds: float = Field(5.0, ge=0)
+    """First wait before such a rerun; each later wait is four times longer."""
 
 
 class IndexConfig(_Model):

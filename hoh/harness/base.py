@@ -9,6 +9,9 @@ the subprocess choke point. Adapters know nothing of loops, plans or ledgers.
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -16,6 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Literal
 
 from ..config import HarnessConfig
+from ..errors import HarnessUnavailable
+from ..fsutil import atomic_write_json
 from .process import ProcessResult, run_process
 
 
@@ -116,9 +121,64 @@ class HarnessAdapter(ABC):
     supports_resume: ClassVar[bool] = False
     has_sandbox: ClassVar[bool] = False
     """Whether the CLI itself can stop a read-only role from writing."""
+    executable: ClassVar[str | None] = None
+    """The CLI's usual command name; None for harnesses that ship inside hoh."""
+    npm_package: ClassVar[str | None] = None
+    tested_version: ClassVar[str | None] = None
 
     def __init__(self, config: HarnessConfig):
         self.config = config
+
+    # ---- installation ------------------------------------------------------------------------
+    @property
+    def command(self) -> str:
+        return self.config.command or self.executable or self.name
+
+    @property
+    def install_hint(self) -> str:
+        return f"npm install -g {self.npm_package}@{self.tested_version}" if self.npm_package else "reinstall hoh"
+
+    def installed_version(self) -> str | None:
+        """The CLI's version string, or None when it cannot be run."""
+        if self.executable is None:
+            return self.tested_version
+        path = shutil.which(self.command)
+        if path is None:
+            return None
+        try:
+            proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30,
+                                  stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        match = re.search(r"\d+\.\d+\.\d+", proc.stdout + proc.stderr)
+        return match.group(0) if proc.returncode == 0 and match else None
+
+    def check_available(self) -> None:
+        """Raise HarnessUnavailable, naming the install command, if this CLI cannot be used."""
+        if self.executable is None:
+            return
+        version = self.installed_version()
+        if version is None:
+            raise HarnessUnavailable(f"{self.name}: '{self.command}' is not installed or does not run; "
+                                     f"install it with: {self.install_hint}")
+        if self.config.check_version and version != self.tested_version:
+            raise HarnessUnavailable(f"{self.name}: version {version} is installed but hoh is tested with "
+                                     f"{self.tested_version}; install it with: {self.install_hint} "
+                                     "(or --set harness.check_version=false)")
+
+    def sandbox_probe(self, scratch: Path) -> str:
+        """A one-line verdict on the CLI's own sandbox on this machine (for `hoh doctor`)."""
+        return "none: the harness has no sandbox; hoh's fingerprint guard still reverts forbidden writes"
+
+    # ---- secrets -----------------------------------------------------------------------------
+    def secrets(self) -> list[str]:
+        """Values that must never reach a file: the API key named by `api_key_env`."""
+        value = os.environ.get(self.config.api_key_env or "", "")
+        return [value] if len(value) >= 4 else []
+
+    def forward_api_key(self, env: dict[str, str]) -> None:
+        if self.config.api_key_env and self.config.api_key_env in os.environ:
+            env[self.config.api_key_env] = os.environ[self.config.api_key_env]
 
     @abstractmethod
     def build_argv(self, request: RoleRequest) -> list[str]:
@@ -160,16 +220,50 @@ class HarnessAdapter(ABC):
             return Outcome.no_final_message, "the harness ended without a final message"
         return Outcome.ok, None
 
+    def cwd(self, request: RoleRequest) -> Path:
+        return request.workdir
+
     def run(self, request: RoleRequest, attempt_dir: Path,
             on_spawn: Callable[[int], None] | None = None) -> HarnessResult:
         self.prepare(request)
+        argv, env = self.build_argv(request), self.env(request)
+        atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(self.cwd(request)),
+                                                         "env_names": sorted(env)})
         proc = run_process(
-            self.build_argv(request), cwd=request.workdir, env=self.env(request), stdin=self.stdin(request),
+            argv, cwd=self.cwd(request), env=env, stdin=self.stdin(request),
             stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
             wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
         )
+        redact_files([proc.stdout_path, proc.stderr_path], self.secrets())
         with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
             parsed = self.parse_events(fh)
         outcome, error = self.classify(proc, parsed)
         return HarnessResult(outcome, parsed.final_message, parsed.usage, parsed.tool_calls, parsed.session_id,
                              proc.exit_code, proc.duration_s, error)
+
+
+def redact_files(paths: list[Path], secrets: list[str]) -> None:
+    """Replace secret values in saved logs, in place."""
+    if not secrets:
+        return
+    for path in paths:
+        data = path.read_bytes()
+        cleaned = data
+        for secret in secrets:
+            cleaned = cleaned.replace(secret.encode(), b"<redacted>")
+        if cleaned != data:
+            path.write_bytes(cleaned)
+
+
+def outcome_from_text(text: str, status: int | None = None) -> Outcome:
+    """Type a harness's error message (and HTTP status, when it gives one)."""
+    low = text.lower()
+    if status == 429 or "rate limit" in low or "429" in low or "too many requests" in low:
+        return Outcome.rate_limited
+    if status in (401, 403) or any(w in low for w in ("unauthorized", "401", "403", "api key", "authentication",
+                                                       "missing environment variable")):
+        return Outcome.auth_error
+    if any(w in low for w in ("connection", "econnreset", "econnrefused", "socket", "network", "terminated",
+                              "stream disconnected", "error sending request", "timed out")):
+        return Outcome.network_error
+    return Outcome.model_error

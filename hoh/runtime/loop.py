@@ -70,11 +70,11 @@ class Runtime:
                     self.journal.append("orphan_reaped", pid=pid)
             self.repo.clear_stale_locks()
             self.jobs = JobFactory(self.paths, self.config, self.repo, self.journal)
-            self.runner = RoleRunner(
-                self.paths, registry.create(self.config.harness), self.journal,
-                max_retries=self.config.policy.max_retries, wall_timeout=self.config.timeouts.wall_seconds,
-                idle_timeout=self.config.timeouts.idle_seconds, home=self.paths.harness_home(self.config.harness.name),
-                notify=self.notify)
+            adapter = registry.create(self.config.harness)
+            adapter.check_available()
+            self.runner = RoleRunner(self.paths, adapter, self.journal, policy=self.config.policy,
+                                     timeouts=self.config.timeouts, notify=self.notify,
+                                     home=self.paths.harness_home(self.config.harness.name))
             self.journal.append("run_started", target_loops=target_loops, resumed=progress.run_started is not None,
                                 harness=self.config.harness.name)
             report = RunReport("running", progress.last_finished_loop, target_loops)

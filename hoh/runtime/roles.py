@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..config import PolicyConfig, TimeoutsConfig
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.base import HarnessAdapter, Outcome, RoleRequest, Usage
 from ..harness.process import start_ticks
@@ -20,8 +21,6 @@ from .guard import Area, Guard
 from .journal import Journal
 from .prompts import template
 from .validate import Expectations, validate_output
-
-TRANSIENT_BACKOFF_SECONDS = (2.0, 8.0, 30.0)
 
 
 @dataclass
@@ -54,11 +53,13 @@ class RoleResult:
 
 
 class RoleRunner:
-    def __init__(self, paths: WorkspacePaths, adapter: HarnessAdapter, journal: Journal, *, max_retries: int,
-                 wall_timeout: float, idle_timeout: float, home: Path,
-                 notify: Callable[..., None] = lambda *a, **k: None, sleep: Callable[[float], None] = time.sleep):
-        self.paths, self.adapter, self.journal = paths, adapter, journal
-        self.max_retries, self.wall_timeout, self.idle_timeout, self.home = max_retries, wall_timeout, idle_timeout, home
+    def __init__(self, paths: WorkspacePaths, adapter: HarnessAdapter, journal: Journal, *, policy: PolicyConfig,
+                 timeouts: TimeoutsConfig, home: Path, notify: Callable[..., None] = lambda *a, **k: None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.paths, self.adapter, self.journal, self.home = paths, adapter, journal, home
+        self.max_retries, self.wall_timeout, self.idle_timeout = policy.max_retries, timeouts.wall_seconds, timeouts.idle_seconds
+        first = policy.transient_backoff_seconds
+        self.backoff = tuple(first * 4 ** n for n in range(policy.transient_retries))
         self.notify, self.sleep = notify, sleep
 
     def manifest(self, job: RoleJob, attempt: int) -> dict[str, Any]:
@@ -126,7 +127,7 @@ class RoleRunner:
             self.journal.append("process_started", loop=request.loop, role=request.role, attempt=request.attempt,
                                 pid=pid, start_ticks=start_ticks(pid))
 
-        for delay in (*TRANSIENT_BACKOFF_SECONDS, None):
+        for delay in (*self.backoff, None):
             result = self.adapter.run(request, attempt_dir, on_spawn=spawned)
             if not result.outcome.transient or delay is None:
                 return result

@@ -1,0 +1,124 @@
+"""Codex CLI (`codex exec --json`), tested with 0.171.0. See adapters/codex.md.
+
+Traps handled here (HARNESSES.md §2): stdin is the prompt (an open pipe would block it);
+CODEX_HOME must exist and must not lie under TMPDIR or the sandbox silently fails; commands
+the sandbox blocks are invisible in the event stream; `--output-schema` is not enforced, so
+hoh validates the reply itself.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, outcome_from_text
+
+PROVIDER = "hoh"
+
+
+class CodexAdapter(HarnessAdapter):
+    name = "codex"
+    executable = "codex"
+    npm_package = "@openai/codex"
+    tested_version = "0.171.0"
+    supports_resume = True
+    has_sandbox = True
+
+    def cwd(self, request: RoleRequest) -> Path:
+        # A read-only role with a scratch dir (QA) runs in that dir under workspace-write, so the
+        # sandbox lets it write evidence there and nowhere else; it reads the candidate by path.
+        if request.access == "read-only" and request.writable:
+            return request.writable[0]
+        return request.workdir
+
+    def sandbox_mode(self, request: RoleRequest) -> str:
+        return "workspace-write" if request.access == "write" or request.writable else "read-only"
+
+    def build_argv(self, request: RoleRequest) -> list[str]:
+        options = ["--json", "--skip-git-repo-check", "-s", self.sandbox_mode(request), "-c", "approval_policy=never"]
+        if self.config.model:
+            options += ["-m", self.config.model]
+        if self.config.base_url:
+            prefix = f"model_providers.{PROVIDER}"
+            options += ["-c", f"model_provider={PROVIDER}", "-c", f"{prefix}.name={PROVIDER}",
+                        "-c", f"{prefix}.base_url={self.config.base_url}", "-c", f"{prefix}.wire_api=responses"]
+            if self.config.api_key_env:
+                options += ["-c", f"{prefix}.env_key={self.config.api_key_env}"]
+            # hoh retries transient failures itself, with the journal recording each one.
+            options += ["-c", f"{prefix}.request_max_retries=1", "-c", f"{prefix}.stream_max_retries=1"]
+        options += self.config.extra_args
+        if request.resume_session:
+            return [self.command, "exec", *options, "resume", request.resume_session, "-"]
+        return [self.command, "exec", *options, "-C", str(self.cwd(request)), "-"]
+
+    def env(self, request: RoleRequest) -> dict[str, str]:
+        env = super().env(request)
+        home = Path(env["HOME"])
+        env["CODEX_HOME"] = str(home / ".codex")
+        env["TMPDIR"] = str(home / "tmp")
+        self.forward_api_key(env)
+        return env
+
+    def prepare(self, request: RoleRequest) -> None:
+        home = request.home or Path.home()
+        (home / ".codex").mkdir(parents=True, exist_ok=True)
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
+        user_auth = Path.home() / ".codex" / "auth.json"
+        if not self.config.base_url and user_auth.exists() and not (home / ".codex" / "auth.json").exists():
+            (home / ".codex" / "auth.json").write_bytes(user_auth.read_bytes())
+
+    def parse_events(self, lines: Iterable[str]) -> ParsedRun:
+        parsed = ParsedRun()
+        failed = False
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type")
+            item = event.get("item") or {}
+            if kind == "thread.started":
+                parsed.session_id = event.get("thread_id")
+            elif kind == "item.completed" and item.get("type") == "agent_message":
+                parsed.final_message = item.get("text")
+            elif kind == "item.completed" and item.get("type") in ("command_execution", "file_change", "mcp_tool_call"):
+                parsed.tool_calls += 1
+            elif kind == "turn.completed":
+                u = event.get("usage") or {}
+                parsed.usage = parsed.usage.add(Usage(u.get("input_tokens", 0), u.get("cached_input_tokens", 0),
+                                                      u.get("output_tokens", 0), u.get("reasoning_output_tokens", 0)))
+            elif kind == "error":
+                parsed.error = event.get("message") or "codex reported an error"
+            elif kind == "turn.failed":
+                parsed.error = (event.get("error") or {}).get("message") or parsed.error or "codex turn failed"
+                failed = True
+        # "error" events also announce retries; only a failed turn, or no answer at all, is a failure.
+        if failed or (parsed.error and parsed.final_message is None):
+            parsed.error_outcome = outcome_from_text(parsed.error or "")
+        return parsed
+
+    def sandbox_probe(self, scratch: Path) -> str:
+        """Run a write under `codex sandbox` (read-only by default): it must fail and leave no file."""
+        probe_dir = Path(tempfile.mkdtemp(dir=scratch))
+        home = Path(tempfile.mkdtemp(dir=scratch))
+        (home / ".codex").mkdir()
+        (home / "tmp").mkdir()
+        env = {"PATH": __import__("os").environ.get("PATH", ""), "HOME": str(home),
+               "CODEX_HOME": str(home / ".codex"), "TMPDIR": str(home / "tmp")}
+        try:
+            ok = subprocess.run([self.command, "sandbox", "--", "true"], cwd=probe_dir, env=env,
+                                capture_output=True, timeout=60, stdin=subprocess.DEVNULL).returncode == 0
+            subprocess.run([self.command, "sandbox", "--", "sh", "-c", "echo x > probe"], cwd=probe_dir, env=env,
+                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"unknown: could not run the sandbox ({err})"
+        if not ok:
+            return "broken: `codex sandbox -- true` fails here; read-only roles rely on hoh's guard alone"
+        if (probe_dir / "probe").exists():
+            return "not enforced: a write under the read-only sandbox succeeded"
+        return "works: read-only and workspace-write are enforced by codex's own sandbox"

@@ -1,0 +1,117 @@
+"""OpenCode (`opencode run --format json`), tested with 1.18.33. See adapters/opencode.md.
+
+Traps handled here (HARNESSES.md §3): a permission that resolves to "ask" is auto-rejected in
+`run` mode and the run exits 0 with no answer, so every permission is set explicitly per role;
+OpenCode has no sandbox, so read-only roles get edit/bash denied and hoh's guard backs it up;
+success is judged from a `text` event and the absence of an `error` event.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..fsutil import atomic_write_json
+from .base import HarnessAdapter, ParsedRun, RoleRequest, Usage, outcome_from_text
+
+PROVIDER = "hoh"
+
+PERMISSIONS = {
+    # Planner: reads only. QA: runs the candidate and writes evidence outside its cwd.
+    "read-only": {"edit": "deny", "bash": "deny", "webfetch": "deny", "doom_loop": "deny",
+                  "external_directory": "deny"},
+    "qa": {"edit": "allow", "bash": "allow", "webfetch": "deny", "doom_loop": "deny", "external_directory": "allow"},
+    "write": {"edit": "allow", "bash": "allow", "webfetch": "deny", "doom_loop": "deny",
+              "external_directory": "deny"},
+}
+
+
+class OpenCodeAdapter(HarnessAdapter):
+    name = "opencode"
+    executable = "opencode"
+    npm_package = "opencode-ai"
+    tested_version = "1.18.33"
+    supports_resume = True
+
+    def model_ref(self) -> str | None:
+        if self.config.base_url:
+            return f"{PROVIDER}/{self.config.model or 'default'}"
+        return self.config.model
+
+    def permission_profile(self, request: RoleRequest) -> str:
+        if request.access == "write":
+            return "write"
+        return "qa" if request.writable else "read-only"
+
+    def config_path(self, request: RoleRequest) -> Path:
+        return (request.home or Path.home()) / f"opencode-{request.role}.json"
+
+    def opencode_config(self, request: RoleRequest) -> dict[str, Any]:
+        config: dict[str, Any] = {"$schema": "https://opencode.ai/config.json", "autoupdate": False,
+                                  "share": "disabled", "permission": PERMISSIONS[self.permission_profile(request)]}
+        if self.config.base_url:
+            model = self.config.model or "default"
+            options = {"baseURL": self.config.base_url}
+            if self.config.api_key_env:
+                options["apiKey"] = "{env:" + self.config.api_key_env + "}"
+            config["provider"] = {PROVIDER: {"npm": "@ai-sdk/openai-compatible", "name": "hoh endpoint",
+                                             "options": options,
+                                             "models": {model: {"name": model, "tool_call": True}}}}
+            config["model"] = config["small_model"] = f"{PROVIDER}/{model}"
+        return config
+
+    def build_argv(self, request: RoleRequest) -> list[str]:
+        argv = [self.command, "run", "--format", "json", "--dir", str(request.workdir)]
+        if model := self.model_ref():
+            argv += ["-m", model]
+        if request.resume_session:
+            argv += ["-s", request.resume_session]
+        return argv + self.config.extra_args
+
+    def env(self, request: RoleRequest) -> dict[str, str]:
+        env = super().env(request)
+        home = Path(env["HOME"])
+        env.update(XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
+                   XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local/state"),
+                   OPENCODE_CONFIG=str(self.config_path(request)), OPENCODE_DISABLE_MODELS_FETCH="1")
+        self.forward_api_key(env)
+        return env
+
+    def prepare(self, request: RoleRequest) -> None:
+        atomic_write_json(self.config_path(request), self.opencode_config(request))
+        home = request.home or Path.home()
+        user_auth = Path.home() / ".local/share/opencode/auth.json"
+        own_auth = home / ".local/share/opencode/auth.json"
+        if not self.config.base_url and user_auth.exists() and not own_auth.exists():
+            own_auth.parent.mkdir(parents=True, exist_ok=True)
+            own_auth.write_bytes(user_auth.read_bytes())
+
+    def parse_events(self, lines: Iterable[str]) -> ParsedRun:
+        parsed = ParsedRun()
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            kind, part = event.get("type"), event.get("part") or {}
+            parsed.session_id = event.get("sessionID") or parsed.session_id
+            if kind == "text" and part.get("text"):
+                parsed.final_message = part["text"]
+            elif kind == "tool_use":
+                parsed.tool_calls += 1
+            elif kind == "step_finish":
+                tokens = part.get("tokens") or {}
+                cache = tokens.get("cache") or {}
+                cost = part.get("cost")
+                parsed.usage = parsed.usage.add(Usage(tokens.get("input", 0), cache.get("read", 0),
+                                                      tokens.get("output", 0), tokens.get("reasoning", 0),
+                                                      float(cost) if cost is not None else None))
+            elif kind == "error":
+                error = event.get("error") or {}
+                data = error.get("data") or {}
+                parsed.error = data.get("message") or error.get("name") or "opencode reported an error"
+                parsed.error_outcome = outcome_from_text(parsed.error, data.get("statusCode"))
+        return parsed

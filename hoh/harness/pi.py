@@ -1,0 +1,99 @@
+"""Pi (`pi -p --mode json`), tested with 0.73.1. See adapters/pi.md.
+
+Traps handled here (HARNESSES.md §4): in json mode Pi exits 0 even when the model call failed —
+the only sign is the last assistant message's `stopReason: "error"`; Pi has no cwd flag (the
+process cwd is the workdir) and no sandbox, so read-only roles get only read tools.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+from ..fsutil import atomic_write_json
+from .base import HarnessAdapter, ParsedRun, RoleRequest, Usage, outcome_from_text
+
+PROVIDER = "hoh"
+TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}
+
+
+class PiAdapter(HarnessAdapter):
+    name = "pi"
+    executable = "pi"
+    npm_package = "@mariozechner/pi-coding-agent"
+    tested_version = "0.73.1"
+    supports_resume = True
+
+    def agent_dir(self, request: RoleRequest) -> Path:
+        return (request.home or Path.home()) / ".pi" / "agent"
+
+    def tools(self, request: RoleRequest) -> str:
+        if request.access == "write":
+            return TOOLS["write"]
+        return TOOLS["qa"] if request.writable else TOOLS["read-only"]
+
+    def build_argv(self, request: RoleRequest) -> list[str]:
+        argv = [self.command, "-p", "--mode", "json", "--tools", self.tools(request)]
+        if self.config.base_url:
+            argv += ["--provider", PROVIDER, "--model", self.config.model or "default"]
+        elif self.config.model:
+            argv += ["--model", self.config.model]
+        if request.resume_session:
+            argv += ["--session", request.resume_session]
+        return argv + self.config.extra_args
+
+    def env(self, request: RoleRequest) -> dict[str, str]:
+        env = super().env(request)
+        env["PI_CODING_AGENT_DIR"] = str(self.agent_dir(request))
+        self.forward_api_key(env)
+        return env
+
+    def prepare(self, request: RoleRequest) -> None:
+        agent = self.agent_dir(request)
+        agent.mkdir(parents=True, exist_ok=True)
+        if self.config.base_url:
+            model = self.config.model or "default"
+            provider = {"baseUrl": self.config.base_url, "api": "openai-completions",
+                        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                        "models": [{"id": model, "name": model, "contextWindow": 128000, "maxTokens": 16384}]}
+            if self.config.api_key_env:
+                provider["apiKey"] = self.config.api_key_env  # Pi reads an env var *name* here, never the value
+            atomic_write_json(agent / "models.json", {"providers": {PROVIDER: provider}})
+        # hoh retries transient failures itself; Pi's own retries stay short so the journal sees them.
+        atomic_write_json(agent / "settings.json",
+                          {"retry": {"enabled": True, "maxRetries": 1, "baseDelayMs": 500, "provider": {"maxRetries": 1}}})
+        user_auth = Path.home() / ".pi" / "agent" / "auth.json"
+        if not self.config.base_url and user_auth.exists() and not (agent / "auth.json").exists():
+            (agent / "auth.json").write_bytes(user_auth.read_bytes())
+
+    def parse_events(self, lines: Iterable[str]) -> ParsedRun:
+        parsed = ParsedRun()
+        last_assistant: dict | None = None
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type")
+            if kind == "session":
+                parsed.session_id = event.get("id")
+            elif kind == "tool_execution_end":
+                parsed.tool_calls += 1
+            elif kind == "message_end" and (event.get("message") or {}).get("role") == "assistant":
+                message = event["message"]
+                last_assistant = message
+                u = message.get("usage") or {}
+                cost = (u.get("cost") or {}).get("total")
+                parsed.usage = parsed.usage.add(Usage(u.get("input", 0), u.get("cacheRead", 0), u.get("output", 0), 0,
+                                                      float(cost) if cost is not None else None))
+        if last_assistant is not None:
+            if last_assistant.get("stopReason") == "error":
+                parsed.error = last_assistant.get("errorMessage") or "pi reported a model error"
+                parsed.error_outcome = outcome_from_text(parsed.error)
+            else:
+                text = "".join(c.get("text", "") for c in last_assistant.get("content", []) if c.get("type") == "text")
+                parsed.final_message = text or None
+        return parsed
