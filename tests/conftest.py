@@ -86,6 +86,24 @@ class Project:
         return [json.loads(line) for line in self.state("journal.jsonl").read_text().splitlines()]
 
 
+def find_harness_bin() -> Path | None:
+    """Where the pinned harness CLIs are installed (.ci/run puts them in .hoh-tools)."""
+    for candidate in (os.environ.get("HOH_HARNESS_BIN"), REPO / ".hoh-tools" / "node_modules" / ".bin"):
+        if candidate and (Path(candidate) / "codex").exists():
+            return Path(candidate)
+    return None
+
+
+@pytest.fixture(scope="session")
+def harness_bin() -> Path:
+    found = find_harness_bin()
+    if found is None:
+        if os.environ.get("HOH_REQUIRE_HARNESSES"):
+            pytest.fail("the harness CLIs are required (HOH_REQUIRE_HARNESSES) but not installed in .hoh-tools")
+        pytest.skip("harness CLIs not installed: npm install --prefix .hoh-tools (see .ci/run)")
+    return found
+
+
 @pytest.fixture
 def project(tmp_path) -> Project:
     return Project(tmp_path, mini_script(1))

@@ -96,6 +96,18 @@ def candidate_at(ws: Path, t: int) -> tuple[str, str | None]:
     return json.loads(paths.identity.read_text(encoding="utf-8"))["root_commit"], None
 
 
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def export(repo: ProjectRepo, commit: str, dest: Path) -> None:
+    """A plain copy of `commit`; an empty tree (nothing built yet) is an empty directory, since
+    `git archive` of an empty tree writes no tar at all."""
+    if repo.tree_of(commit) == EMPTY_TREE:
+        dest.mkdir(parents=True, exist_ok=True)
+    else:
+        repo.export(commit, dest)
+
+
 # ---- the trial ---------------------------------------------------------------------------------
 class Trial:
     def __init__(self, spec: TrialSpec):
@@ -139,7 +151,7 @@ class Trial:
         gdir = self.paths.grade_dir(t)
         shutil.rmtree(gdir, ignore_errors=True)
         copy = gdir / "workspace"
-        ProjectRepo(self.paths.workspace / "project").export(commit, copy)
+        export(ProjectRepo(WorkspacePaths(self.paths.workspace).project), commit, copy)
         try:
             if self.task.kind == "programbench":
                 from .programbench import grade_programbench

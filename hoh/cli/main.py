@@ -101,6 +101,43 @@ def show(
     show_issue(out, api.ledger_item(workspace, issue_id))
 
 
+@app.command()
+def doctor(
+    harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Check one harness; exit 1 if it is unusable."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Which harness CLIs are installed, their versions against the tested ones, and their sandboxes."""
+    from ..harness import registry
+    from .doctor import diagnose, render
+
+    names = [harness] if harness else registry.names()
+    if harness:
+        registry.check_name(harness)
+    reports = [diagnose(name) for name in names]
+    if as_json:
+        print(json.dumps(reports, indent=2))
+    else:
+        render(out, reports)
+    if harness and not reports[0]["usable"]:
+        _error(reports[0]["problem"])
+        raise typer.Exit(1)
+
+
+@app.command("mock-llm")
+def mock_llm(
+    script: Optional[Path] = typer.Option(None, help="JSON script of steps per role and loop."),
+    port: int = typer.Option(0, help="0 picks a free port (see --port-file)."),
+    port_file: Optional[Path] = typer.Option(None, help="Write the bound port here once listening."),
+    log: Optional[Path] = typer.Option(None, help="Append one JSON line per model request here."),
+) -> None:
+    """Serve the scripted mock model (OpenAI Responses + Chat Completions) on 127.0.0.1 until stopped."""
+    from ..testing.mock_llm.__main__ import main as serve
+
+    argv = ["--port", str(port)] + [a for flag, v in (("--script", script), ("--port-file", port_file), ("--log", log))
+                                    if v for a in (flag, str(v))]
+    raise typer.Exit(serve(argv))
+
+
 def main() -> None:
     try:
         code = app(standalone_mode=False)

@@ -1,0 +1,160 @@
+"""The real Codex, OpenCode and Pi CLIs, installed from npm at the pinned versions, building the
+demo against the mock model server that ships in hoh: real argv, real event streams, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import DEMO, Project, mini_script, run_hoh
+
+from hoh import api
+from hoh.resources import schema_errors
+from hoh.testing.demo_mock import mock_script
+from hoh.testing.mock_llm import MockLLM
+
+HARNESSES = ["codex", "opencode", "pi"]
+MODEL = {"codex": "gpt-5.5", "opencode": "mock-model", "pi": "mock-model"}
+SENTINEL = "sk-hoh-sentinel-7f3a9c"
+
+
+@pytest.fixture(autouse=True)
+def clis_on_path(harness_bin, monkeypatch):
+    monkeypatch.setenv("PATH", f"{harness_bin}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HOH_TEST_KEY", SENTINEL)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The scripted demo over two loops, and the mock script that replays it through a real CLI."""
+    ws = tmp_path_factory.mktemp("reference") / "ws"
+    report = api.build(DEMO / "spec.md", ws, api.HohConfig(loops=2))
+    assert report.status == "finished"
+    script = mock_script(yaml.safe_load((DEMO / "script.yaml").read_text()), ws)
+    return ws, script
+
+
+def candidate_ids(ws: Path) -> list[str]:
+    return [loop["candidate_id"] for loop in api.status(ws)["loops"]]
+
+
+def harness_flags(name: str, mock: MockLLM) -> list[str]:
+    return ["--harness", name, "--model", MODEL[name], "--base-url", mock.base_url, "--api-key-env", "HOH_TEST_KEY"]
+
+
+def files_under(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+def no_process_mentions(path: Path) -> bool:
+    out = subprocess.run(["pgrep", "-af", str(path)], capture_output=True, text=True).stdout
+    return not [line for line in out.splitlines() if "pgrep" not in line]
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_real_cli_builds_the_demo(name, reference, tmp_path):
+    ref_ws, script = reference
+    ws = tmp_path / "ws"
+    with MockLLM(script=script) as mock:
+        result = run_hoh("build", DEMO / "spec.md", *harness_flags(name, mock), "--loops", "2", "-w", ws, "-q")
+        requests = mock.requests()
+    assert result.returncode == 0, result.stderr
+    # The same files written through the CLI's own tools give the same trees, hence the same ids.
+    assert candidate_ids(ws) == candidate_ids(ref_ws)
+    assert (ws / "project" / "calc.py").read_bytes() == (ref_ws / "project" / "calc.py").read_bytes()
+    for t in (1, 2):
+        loop_dir = ws / "state" / "loops" / f"{t:04d}"
+        for name_, schema in (("plan", "plan"), ("developer", "developer"), ("candidate", "candidate"), ("qa", "qa")):
+            assert schema_errors(schema, json.loads((loop_dir / f"{name_}.json").read_text())) == []
+        dev = json.loads((loop_dir / "roles" / "developer" / "attempt-1" / "result.json").read_text())
+        assert dev["ok"] and dev["harness"]["tool_calls"] >= 2
+    assert any(r.get("match", {}).get("role") == "developer" for r in requests)
+    status = api.status(ws)
+    assert status["usage"]["input_tokens"] > 0 and status["usage"]["output_tokens"] > 0
+    # No API key value in any workspace file.
+    assert not [p for p in files_under(ws) if SENTINEL.encode() in p.read_bytes()]
+    assert no_process_mentions(ws)
+
+
+def one_loop_project(tmp_path) -> Project:
+    return Project(tmp_path, mini_script(1))
+
+
+def run_one_loop(name: str, p: Project, mock: MockLLM, *extra: str):
+    return run_hoh("build", p.spec, *harness_flags(name, mock), "--loops", "1", "-w", p.ws, "-q",
+                   "--set", "policy.max_retries=0", "--set", "policy.transient_retries=0", *extra)
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+@pytest.mark.parametrize("fault,expected", [("500", "model_error"), ("close", "network_error")])
+def test_persistent_faults_end_with_a_typed_outcome_and_resume_cleanly(name, fault, expected, tmp_path):
+    p = one_loop_project(tmp_path)
+    mini = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    with MockLLM(script=mini, fail_mode=fault, retry_after_ms=20) as mock:
+        result = run_one_loop(name, p, mock)
+        assert result.returncode == 1, result.stderr
+        attempt = json.loads((p.ws / "state/loops/0001/roles/planner/attempt-1/result.json").read_text())
+        assert attempt["harness"]["outcome"] == expected, attempt
+        if name == "pi":
+            assert attempt["harness"]["exit_code"] == 0  # pi's exit-0 model error, caught from the events
+        assert [e["event"] for e in p.journal()][-2:] == ["role_failed", "run_finished"]
+        assert no_process_mentions(p.ws)
+        mock.control(fail_mode="none")
+        resumed = run_hoh("resume", "-w", p.ws, "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    assert api.status(p.ws)["loops_finished"] == 1
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_a_stalled_model_hits_the_idle_timeout(name, tmp_path):
+    p = one_loop_project(tmp_path)
+    with MockLLM(fail_mode="stall", stall_seconds=120) as mock:
+        result = run_one_loop(name, p, mock, "--set", "timeouts.idle_seconds=4")
+    assert result.returncode == 1
+    attempt = json.loads((p.ws / "state/loops/0001/roles/planner/attempt-1/result.json").read_text())
+    assert attempt["harness"]["outcome"] == "idle_timeout"
+    assert no_process_mentions(p.ws)
+
+
+def test_codex_read_only_planner_cannot_write(tmp_path):
+    p = one_loop_project(tmp_path)
+    script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    planner = next(e for e in script["entries"] if e["role"] == "planner")
+    planner["steps"].insert(0, {"shell": "echo hacked > planner-was-here.txt; echo hacked > calc.py"})
+    with MockLLM(script=script) as mock:
+        result = run_one_loop("codex", p, mock)
+        tool_outputs = [json.dumps(r["body"]) for r in mock.requests() if r.get("match", {}).get("role") == "planner"]
+    assert result.returncode == 0, result.stderr
+    attempt = json.loads((p.ws / "state/loops/0001/roles/planner/attempt-1/result.json").read_text())
+    # The sandbox itself refused the write, so hoh's guard found nothing to revert.
+    assert attempt["ok"] and attempt["violations"] == []
+    assert any("Read-only file system" in body for body in tool_outputs)
+    assert not (p.ws / "project" / "planner-was-here.txt").exists()
+
+
+def _scripted_ws(p: Project, tmp_path: Path) -> Path:
+    ws = tmp_path / "scripted-reference"
+    assert api.build(p.spec, ws, p.config(1)).status == "finished"
+    return ws
+
+
+def test_doctor_reports_installed_and_missing_harnesses(tmp_path):
+    installed = run_hoh("doctor", "--json")
+    reports = {r["harness"]: r for r in json.loads(installed.stdout)}
+    assert installed.returncode == 0
+    for name in HARNESSES:
+        assert reports[name]["usable"] and reports[name]["version"] == reports[name]["tested_version"]
+    assert reports["codex"]["sandbox"].startswith("works")
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    missing = subprocess.run([os.sys.executable, "-m", "hoh", "doctor", "--harness", "pi"],
+                             env=env, capture_output=True, text=True)
+    assert missing.returncode == 1
+    assert "npm install -g @mariozechner/pi-coding-agent@0.73.1" in missing.stderr
+    build = subprocess.run([os.sys.executable, "-m", "hoh", "build", str(DEMO / "spec.md"), "--harness", "codex",
+                            "-w", str(tmp_path / "ws")], env=env, capture_output=True, text=True)
+    assert build.returncode == 2 and "npm install -g @openai/codex@0.171.0" in build.stderr
+    assert not (tmp_path / "ws").exists()
