@@ -8,6 +8,7 @@ the subprocess choke point. Adapters know nothing of loops, plans or ledgers.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Literal
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal
 
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
@@ -240,6 +241,17 @@ class HarnessAdapter(ABC):
         outcome, error = self.classify(proc, parsed)
         return HarnessResult(outcome, parsed.final_message, parsed.usage, parsed.tool_calls, parsed.session_id,
                              proc.exit_code, proc.duration_s, error)
+
+
+def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL event stream; anything else (logs, garbage, cut lines) is skipped."""
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
 
 
 def redact_files(paths: list[Path], secrets: list[str]) -> None:

@@ -8,13 +8,13 @@ hoh validates the reply itself.
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, json_events, Outcome, ParsedRun, RoleRequest, Usage, outcome_from_text
 
 PROVIDER = "hoh"
 
@@ -73,13 +73,7 @@ class CodexAdapter(HarnessAdapter):
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()
         failed = False
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in json_events(lines):
             kind = event.get("type")
             item = event.get("item") or {}
             if kind == "thread.started":
@@ -108,7 +102,7 @@ class CodexAdapter(HarnessAdapter):
         home = Path(tempfile.mkdtemp(dir=scratch))
         (home / ".codex").mkdir()
         (home / "tmp").mkdir()
-        env = {"PATH": __import__("os").environ.get("PATH", ""), "HOME": str(home),
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
                "CODEX_HOME": str(home / ".codex"), "TMPDIR": str(home / "tmp")}
         try:
             ok = subprocess.run([self.command, "sandbox", "--", "true"], cwd=probe_dir, env=env,

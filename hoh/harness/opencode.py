@@ -8,12 +8,11 @@ success is judged from a `text` event and the absence of an `error` event.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import HarnessAdapter, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
 
 PROVIDER = "hoh"
 
@@ -89,13 +88,7 @@ class OpenCodeAdapter(HarnessAdapter):
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in json_events(lines):
             kind, part = event.get("type"), event.get("part") or {}
             parsed.session_id = event.get("sessionID") or parsed.session_id
             if kind == "text" and part.get("text"):

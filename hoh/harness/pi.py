@@ -7,12 +7,11 @@ process cwd is the workdir) and no sandbox, so read-only roles get only read too
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable
 
 from ..fsutil import atomic_write_json
-from .base import HarnessAdapter, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
 
 PROVIDER = "hoh"
 TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}
@@ -70,13 +69,7 @@ class PiAdapter(HarnessAdapter):
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()
         last_assistant: dict | None = None
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in json_events(lines):
             kind = event.get("type")
             if kind == "session":
                 parsed.session_id = event.get("id")

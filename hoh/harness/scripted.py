@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage
+from .base import HarnessAdapter, json_events, Outcome, ParsedRun, RoleRequest, Usage
 
 
 class ScriptedAdapter(HarnessAdapter):
@@ -31,13 +31,7 @@ class ScriptedAdapter(HarnessAdapter):
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in json_events(lines):
             kind = event.get("type")
             if kind == "session":
                 parsed.session_id = event.get("id")
