@@ -126,17 +126,22 @@ def run_process(
         threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
 
     timed_out: Literal["wall", "idle"] | None = None
-    while proc.poll() is None:
-        now = time.monotonic()
-        if now - start > wall_timeout:
-            timed_out = "wall"
-        elif now - max(out.last_activity, err.last_activity, start) > idle_timeout:
-            timed_out = "idle"
-        if timed_out:
-            _kill_group(proc)
-            break
-        time.sleep(0.05)
-    else:
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now - start > wall_timeout:
+                timed_out = "wall"
+            elif now - max(out.last_activity, err.last_activity, start) > idle_timeout:
+                timed_out = "idle"
+            if timed_out:
+                _kill_group(proc)
+                break
+            time.sleep(0.05)
+    except BaseException:
+        # Ctrl-C or any error in hoh: the CLI runs in its own session and would not notice.
+        _kill_group(proc)
+        raise
+    if not timed_out:
         # Children that outlive the leader would keep the pipes open and leak.
         try:
             os.killpg(proc.pid, signal.SIGKILL)
