@@ -86,12 +86,12 @@ def test_resume_reaps_an_agent_left_running_by_a_killed_hoh(make_project):
                             "--loops", "1", "--set", "timeouts.idle_seconds=3"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
-    while time.time() < deadline:
-        journal = p.ws / "state" / "journal.jsonl"
-        if journal.exists() and '"role": "developer"' in journal.read_text() and '"process_started"' in journal.read_text():
-            break
+    agent = None
+    while agent is None and time.time() < deadline:
         time.sleep(0.1)
-    agent = [e for e in p.journal() if e["event"] == "process_started"][-1]
+        if (p.ws / "state" / "journal.jsonl").exists():
+            agent = next((e for e in p.journal() if e["event"] == "process_started" and e["role"] == "developer"), None)
+    assert agent is not None
     hoh.kill()
     hoh.wait()
     assert alive(agent["pid"])  # the hung agent outlived hoh, as after a real kill -9

@@ -51,12 +51,18 @@ class LocalExecutor(Executor):
             return run_trial(spec)
 
         results: dict[int, dict[str, Any]] = {}
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="hoh-trial") as pool:
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="hoh-trial")
+        try:
             futures = {pool.submit(one, spec): i for i, spec in enumerate(specs)}
             for future in as_completed(futures):
                 i = futures[future]
                 results[i] = future.result()
                 on_done(specs[i], results[i])
+        except BaseException:
+            # Ctrl-C: start nothing more; the caller stops what runs (trials resume from their journals).
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         return [results[i] for i in range(len(specs))]
 
 

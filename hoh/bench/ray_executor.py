@@ -13,6 +13,7 @@ process (a test, a notebook) is used as it is and left running.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..errors import UsageError
@@ -42,10 +43,14 @@ class RayExecutor(Executor):
         ray = _ray()
         started_here = not ray.is_initialized()
         if started_here:
+            options: dict[str, Any] = {}
+            if self.address is None and "RAY_ADDRESS" not in os.environ:
+                options["_node_ip_address"] = "127.0.0.1"  # a local instance serves this machine only
             try:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=False, **options)
             except (ConnectionError, ValueError, RuntimeError) as err:
-                raise UsageError(f"cannot start or reach Ray at {self.address or 'the default address'}: {err}") from None
+                where = self.address or "the default address"
+                raise UsageError(f"cannot start or reach Ray at {where}: {err}") from None
         remote = ray.remote(num_cpus=self.cpus_per_trial, max_retries=0)(run_trial)
         queue = list(enumerate(specs))
         pending: dict[Any, int] = {}

@@ -33,14 +33,18 @@ def summarize(records: list[dict[str, Any]], settings: dict[str, Any] | None = N
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     tokens = {k: sum((r.get("tokens") or {}).get(k, 0) or 0 for r in records) for k in TOKEN_KEYS}
     costs = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
+
+    def graded_at(k: int) -> list[float]:
+        return [s for s in (score_at(r, k) for r in scored) if s is not None]
+
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "settings": settings or {},
         "trials": len(records),
         "outcomes": dict(sorted(outcomes.items())),
         "scored": len(scored),
-        "mean_score_by_loop": [{"loop": k, "mean": _mean([score_at(r, k) for r in scored if score_at(r, k) is not None]),
-                                "n": sum(1 for r in scored if score_at(r, k) is not None)} for k in range(1, loops + 1)],
+        "mean_score_by_loop": [{"loop": k, "mean": _mean(graded_at(k)), "n": len(graded_at(k))}
+                               for k in range(1, loops + 1)],
         "final_mean": _mean([score_at(r, loops) for r in scored]),
         "pass_rate": _mean([1.0 if score_at(r, loops) >= PASS_THRESHOLD else 0.0 for r in scored]),
         "tokens": tokens,
@@ -74,7 +78,8 @@ def markdown(summary: dict[str, Any]) -> str:
     lines = ["# hoh bench summary", "", _settings_line(summary["settings"]), "",
              f"{summary['trials']} trials · " + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
              + f" · scored {summary['scored']}", "",
-             "| " + " | ".join([f"HoH@{k}" for k in loops] + ["final", "pass rate", "tokens in/out", "cost", "wall"]) + " |",
+             "| " + " | ".join([f"HoH@{k}" for k in loops] + ["final", "pass rate", "tokens in/out", "cost", "wall"])
+             + " |",
              "|" + "---|" * (len(loops) + 5)]
     tok = summary["tokens"]
     cost = f"${summary['cost_usd']:.2f}" if summary["cost_usd"] is not None else "–"

@@ -2,6 +2,7 @@
 
     OUT/
       run.json                    settings of the run (BenchSettings); a rerun must match them
+      bench.lock                  held by the one `hoh bench run` working here
       summary.json summary.md     the summary, rewritten after every run and by `hoh bench report`
       trials/<task-id>/
         trial.json                the trial's record (TRIAL_SCHEMA_VERSION), written when it ends
@@ -25,6 +26,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from .. import __version__
 from ..errors import StateError, UsageError
@@ -74,6 +77,10 @@ class RunPaths:
         return self.root / "run.json"
 
     @property
+    def lock(self) -> Path:
+        return self.root / "bench.lock"
+
+    @property
     def summary_json(self) -> Path:
         return self.root / "summary.json"
 
@@ -117,9 +124,7 @@ def open_run(out: Path, settings: BenchSettings) -> RunPaths:
     """Start OUT, or continue it when its settings equal these; a mismatch is refused with the difference."""
     paths = RunPaths(out.expanduser().resolve())
     if paths.settings.exists():
-        stored = read_json(paths.settings, "run settings", RUN_SCHEMA_VERSION)
-        old = stored.get("settings", {})
-        diffs = _differences(old, settings.model_dump(mode="json"))
+        diffs = _differences(normalized(_stored_settings(paths)), normalized(settings))
         if diffs:
             raise UsageError(f"{paths.root} holds a run with other settings ({'; '.join(diffs)}); "
                              "use another -o, or the same options as before")
@@ -137,12 +142,30 @@ def open_run(out: Path, settings: BenchSettings) -> RunPaths:
     return paths
 
 
+def _stored_settings(paths: RunPaths) -> BenchSettings:
+    stored = read_json(paths.settings, "run settings", RUN_SCHEMA_VERSION)
+    try:
+        settings = BenchSettings.model_validate(stored.get("settings"))
+        settings.base_config()
+        return settings
+    except ValidationError as err:
+        raise StateError(f"{paths.settings}: unreadable run settings ({err.errors()[0]['msg']}); "
+                         "nothing was overwritten") from None
+
+
+def normalized(settings: BenchSettings) -> dict[str, Any]:
+    """Settings with the hoh config's defaults filled in, so a default added by a newer hoh is no difference."""
+    data = settings.model_dump(mode="json")
+    data["hoh"] = settings.base_config().model_dump(mode="json")
+    return data
+
+
 def load_run(out: Path) -> tuple[RunPaths, BenchSettings]:
     paths = RunPaths(out.expanduser().resolve())
     if not paths.settings.is_file():
-        raise UsageError(f"{paths.root} is not a benchmark run (no run.json); create one with: hoh bench run SUITE -o {out}")
-    stored = read_json(paths.settings, "run settings", RUN_SCHEMA_VERSION)
-    return paths, BenchSettings.model_validate(stored["settings"])
+        raise UsageError(f"{paths.root} is not a benchmark run (no run.json); "
+                         f"create one with: hoh bench run SUITE -o {out}")
+    return paths, _stored_settings(paths)
 
 
 def read_record(paths: TrialPaths) -> dict[str, Any] | None:

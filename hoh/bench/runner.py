@@ -14,9 +14,11 @@ from typing import Any
 from ..config import HohConfig
 from ..errors import UsageError
 from ..fsutil import atomic_write_json, atomic_write_text
+from ..harness import registry
+from ..runtime.lock import WorkspaceLock
 from . import executors
 from .executors import OnDone, OnStart
-from .modes import BenchSettings, trial_config
+from .modes import BenchSettings, check, trial_config
 from .report import compare, compare_markdown, markdown, summarize
 from .results import RunPaths, load_run, open_run, read_record, records, write_record
 from .tasks import Suite, load_suite
@@ -37,7 +39,9 @@ class RunResult:
 
 def bench_settings(suite: str, *, config: HohConfig, mode: str, ablate: list[str], loops: int,
                    task_filter: str | None = None, grade_on_host: bool = False) -> BenchSettings:
-    """Settings for a run; the suite is resolved first so the same suite named two ways is one suite."""
+    """Settings for a run (mode, ablations and loops checked); the suite path is resolved, so the same
+    suite named two ways is one suite."""
+    ablate = check(mode, ablate, loops)
     named = suite == "programbench" or suite.startswith("programbench:")
     resolved = suite if named else str(Path(suite).expanduser().resolve())
     return BenchSettings(suite=resolved, task_filter=task_filter, mode=mode, ablate=ablate, loops=loops,
@@ -79,14 +83,16 @@ def run_bench(settings: BenchSettings, out: Path, *, executor: str = "local", jo
         reasons = "; ".join(f"{t.id}: {', '.join(t.problems)}" for t in suite.invalid[:5])
         raise UsageError(f"suite {settings.suite} has no valid task ({reasons})")
     runner = executors.create(executor, jobs, **(executor_options or {}))
+    registry.create(settings.base_config().harness).check_available()  # refuse before any trial starts
     paths = open_run(out, settings)
-    specs, kept = plan_trials(settings, paths, suite, retry_errors=retry_errors)
-    if on_plan:
-        on_plan(specs, kept)
-    if specs:
-        runner.run(specs, on_start, on_done)
-    result = RunResult(paths, suite, ran=[s.task.id for s in specs], kept=kept)
-    result.records, result.summary = write_summary(paths, settings, suite)
+    with WorkspaceLock(paths.lock):  # two runners on one OUT would run the same trials twice
+        specs, kept = plan_trials(settings, paths, suite, retry_errors=retry_errors)
+        if on_plan:
+            on_plan(specs, kept)
+        if specs:
+            runner.run(specs, on_start, on_done)
+        result = RunResult(paths, suite, ran=[s.task.id for s in specs], kept=kept)
+        result.records, result.summary = write_summary(paths, settings, suite)
     return result
 
 

@@ -18,13 +18,23 @@ from typing import Any
 
 from .. import api
 from ..config import HohConfig
+from ..errors import StateError
 from ..fsutil import atomic_write_json, atomic_write_text
+from ..harness.process import reap
 from ..paths import WorkspacePaths
 from ..runtime.git import ProjectRepo
-from ..runtime.journal import Journal
+from ..runtime.journal import Journal, Progress
 from ..runtime.workspace import is_workspace
-from .results import GRADE_SCHEMA_VERSION, TRIAL_SCHEMA_VERSION, TrialPaths, read_json, read_progress, \
-    read_record, write_progress, write_record
+from .results import (
+    GRADE_SCHEMA_VERSION,
+    TRIAL_SCHEMA_VERSION,
+    TrialPaths,
+    read_json,
+    read_progress,
+    read_record,
+    write_progress,
+    write_record,
+)
 from .tasks import Task
 from .verifier import Grade, grade_harbor, unavailable_reasons
 
@@ -62,6 +72,17 @@ def trial_config(spec: TrialSpec) -> HohConfig:
             raise ValueError("the oracle harness needs the task's solution/solve.sh, and this task has none")
         harness = harness.model_copy(update={"extra_args": [*harness.extra_args, "--solution", str(solution)]})
     return config.model_copy(update={"harness": harness})
+
+
+def spec_text(task: Task) -> str:
+    """The trial's spec: the task's instruction, told where its work directory is in a hoh run."""
+    text = task.instruction_text()
+    if task.workdir not in text:
+        return text
+    # Harbor instructions name the container's work directory; a hoh harness works in the project.
+    note = (f"> Where this task says `{task.workdir}`, use your project directory: it is what the "
+            f"verifier sees as `{task.workdir}`.\n\n")
+    return note + text
 
 
 def base_record(task: Task, config: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +188,10 @@ class Trial:
 
     def run(self) -> dict[str, Any]:
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        previous = read_record(self.paths) or read_progress(self.paths)
+        try:
+            previous = read_record(self.paths) or read_progress(self.paths)
+        except StateError:
+            previous = {}
         wall_before = float(previous.get("wall_seconds") or 0.0)
         start = time.monotonic()
         record = base_record(self.task, self.spec.config, self.spec.labels)
@@ -178,7 +202,7 @@ class Trial:
                 return record
             config = trial_config(self.spec)
             if not self.paths.spec.exists():
-                atomic_write_text(self.paths.spec, self.task.instruction_text())
+                atomic_write_text(self.paths.spec, spec_text(self.task))
             for t in range(1, self.loops + 1):
                 self.advance_to(t, config)
                 self.grade(t)
@@ -189,7 +213,10 @@ class Trial:
             record.update(outcome="error", error=f"{type(err).__name__}: {err}")
         finally:
             record["wall_seconds"] = round(wall_before + time.monotonic() - start, 3)
-            self.fill(record)
+            try:
+                self.fill(record)
+            except Exception as err:  # noqa: BLE001 - e.g. a corrupt grade.json: say so in the record
+                record.update(outcome="error", error=record["error"] or f"{type(err).__name__}: {err}")
             write_record(self.paths, record)
             self.progress(phase="done", outcome=record["outcome"], wall_seconds=record["wall_seconds"])
         return record
@@ -216,6 +243,16 @@ class Trial:
                                     ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")}
                 record["cost_usd"] = usage.get("cost_usd")
         record["workspace"] = str(self.paths.workspace) if is_workspace(self.paths.workspace) else None
+
+
+def stop_harness(root: Path) -> int:
+    """Kill the harness processes a trial's journal says are running (after an interrupt of the
+    runner); returns how many. The trial itself resumes from its journal on the next run."""
+    ws = TrialPaths(root).workspace
+    if not is_workspace(ws):
+        return 0
+    live = Progress.read(Journal(WorkspacePaths(ws).journal)).live_processes
+    return sum(1 for pid, ticks in live if reap(pid, ticks))
 
 
 def run_trial(spec: TrialSpec) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..bench.report import fmt
 from ..bench.results import TrialPaths, read_progress
 from ..bench.runner import bench_settings, compare_runs, report_run, run_bench
 from ..bench.tasks import load_suite
-from ..bench.trial import TrialSpec
+from ..bench.trial import TrialSpec, stop_harness
 from ..bench.verifier import unavailable_reasons
 from ..config import HohConfig, apply_overrides, load_config
 
@@ -64,30 +65,30 @@ class BenchProgress:
             self.overall = self.progress.add_task("[bold]all trials", total=len(specs))
 
     def start(self, spec: TrialSpec) -> None:
-        if self.quiet:
-            return
-        loops = int(spec.config.get("loops", 1))
+        line = None
+        if not self.quiet:
+            line = self.progress.add_task(f"{spec.task.id} · starting", total=int(spec.config.get("loops", 1)))
         with self.lock:
-            self.running[spec.task.id] = (self.progress.add_task(f"{spec.task.id} · starting", total=loops), spec)
+            self.running[spec.task.id] = (line, spec)
 
     def done(self, spec: TrialSpec, record: dict[str, Any]) -> None:
+        with self.lock:
+            line, _ = self.running.pop(spec.task.id, (None, None))
         scores = " ".join(f"@{s['loop']} {fmt(s['score'], 2)}" for s in record["scores"])
         note = f" · {record['error']}" if record.get("error") else ""
         self.console.print(f"{spec.task.id}: {record['outcome']} {scores} ({record['wall_seconds']:.1f}s){note}",
-                           markup=False, highlight=False)
-        if self.quiet:
-            return
-        with self.lock:
-            line, _ = self.running.pop(spec.task.id, (None, None))
+                           markup=False, highlight=False, soft_wrap=True)
         if line is not None:
             self.progress.remove_task(line)
-        self.progress.advance(self.overall)
+            self.progress.advance(self.overall)
 
     def _poll(self) -> None:
         while not self.stopped.wait(self.POLL_SECONDS):
             with self.lock:
                 running = list(self.running.items())
             for task_id, (line, spec) in running:
+                if line is None:
+                    continue
                 p = read_progress(TrialPaths(spec.root))
                 loop, loops = p.get("loop", 0), p.get("loops", 1)
                 phase = p.get("phase", "starting")
@@ -105,14 +106,29 @@ def render_summary(console: Console, summary: dict[str, Any]) -> None:
         table.add_row(t["task"], t["outcome"], *[fmt(s) for s in t["by_loop"]], f"{t['tokens']:,}",
                       f"{fmt(t['wall_seconds'], 1)}s", (t["error"] or "")[:120])
     table.add_section()
+    tokens = summary["tokens"]["input"] + summary["tokens"]["output"]
     table.add_row("[bold]mean", f"{summary['scored']}/{summary['trials']} scored",
-                  *[fmt(e["mean"]) for e in summary["mean_score_by_loop"]], f"{summary['tokens']['input'] + summary['tokens']['output']:,}",
+                  *[fmt(e["mean"]) for e in summary["mean_score_by_loop"]], f"{tokens:,}",
                   f"{summary['wall_seconds']:.1f}s", "")
     console.print(table)
     cost = f" · cost ${summary['cost_usd']:.2f}" if summary.get("cost_usd") is not None else ""
     curve = " → ".join(f"HoH@{e['loop']} {fmt(e['mean'])}" for e in summary["mean_score_by_loop"])
     console.print(f"{curve} · pass rate {fmt(summary['pass_rate'], 2)} · outcomes "
                   + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items()) + cost)
+
+
+def interrupted(progress: BenchProgress) -> None:
+    """Ctrl-C: stop the running trials' harness processes and leave at once, as after a kill -9;
+    rerunning the same command resumes every unfinished trial from its journal."""
+    progress.stopped.set()
+    for _, spec in list(progress.running.values()):
+        stop_harness(spec.root)
+    progress.progress.stop()
+    print("hoh: interrupted; rerun the same command to resume the unfinished trials", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    # Worker threads cannot be stopped from outside; leaving without joining them is what makes
+    # this as immediate as a kill, and everything that finished is already on disk.
+    os._exit(130)
 
 
 @app.command()
@@ -156,17 +172,20 @@ def run(
     base = load_config(config) if config else HohConfig(policy={"on_role_failure": "continue"})
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model,
                                        "harness.base_url": base_url, "harness.api_key_env": api_key_env})
-    ablations = modes.check(mode, ablate, loops or modes.default_loops(mode, cfg.harness.name))
-    settings = bench_settings(suite, config=cfg, mode=mode, ablate=ablations,
+    settings = bench_settings(suite, config=cfg, mode=mode, ablate=ablate,
                               loops=loops or modes.default_loops(mode, cfg.harness.name),
                               task_filter=task_filter, grade_on_host=grade_on_host)
     options: dict[str, Any] = {"address": ray_address, "cpus_per_trial": ray_cpus} if executor == "ray" else {}
     with BenchProgress(err, quiet) as progress:
-        result = run_bench(settings, out_dir, executor=executor, jobs=jobs, retry_errors=retry_errors,
-                           executor_options=options, on_plan=progress.plan, on_start=progress.start,
-                           on_done=progress.done)
+        try:
+            result = run_bench(settings, out_dir, executor=executor, jobs=jobs, retry_errors=retry_errors,
+                               executor_options=options, on_plan=progress.plan, on_start=progress.start,
+                               on_done=progress.done)
+        except KeyboardInterrupt:
+            interrupted(progress)
     render_summary(out, result.summary)
-    out.print(f"records: {result.paths.trials}/*/trial.json · summary: {result.paths.summary_md}")
+    out.print(f"records: {result.paths.trials}/*/trial.json · summary: {result.paths.summary_md}",
+              soft_wrap=True, markup=False, highlight=False)
     if any(r["outcome"] == "error" for r in result.records):
         err.print("some trials ended in error; rerun with --retry-errors to resume them", markup=False)
         raise typer.Exit(1)
@@ -224,8 +243,8 @@ def list_tasks(
     for col in ("task", "description", "metadata", "grading"):
         table.add_column(col, overflow="fold")
     for row in rows:
-        meta = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in row["metadata"].items()
-                         if v not in (None, "", [], False))
+        meta = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                         for k, v in row["metadata"].items() if v not in (None, "", [], False))
         grading = row["grading"] + "".join(f"\n· {r}" for r in row["reasons"])
         table.add_row(row["id"], row["description"] or row["name"], meta, grading)
     out.print(table)

@@ -14,6 +14,7 @@ from .. import api
 from ..config import HohConfig, apply_overrides, load_config
 from ..errors import HohError
 from ..runtime.loop import RunReport
+from . import bench as bench_cli
 from .progress import LiveProgress
 from .status import render_status, show_issue
 
@@ -21,6 +22,7 @@ app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
 out = Console()
 err = Console(stderr=True)
+app.add_typer(bench_cli.app, name="bench")
 
 WS_HELP = "Workspace directory (everything needed to resume lives here)."
 

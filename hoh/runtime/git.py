@@ -93,7 +93,9 @@ class ProjectRepo:
 
     def export(self, commit: str, dest: Path) -> None:
         """Write a plain copy of `commit`'s tree to `dest` (no .git: QA gets no handle on history)."""
-        data = self.git("archive", "--format=tar", commit, binary=True)
         dest.mkdir(parents=True, exist_ok=True)
+        if self.git("ls-tree", commit) == "":
+            return  # an empty tree archives to a bare zero block that tarfile rejects
+        data = self.git("archive", "--format=tar", commit, binary=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             tar.extractall(dest, filter="tar")
