@@ -158,3 +158,23 @@ def test_doctor_reports_installed_and_missing_harnesses(tmp_path):
                             "-w", str(tmp_path / "ws")], env=env, capture_output=True, text=True)
     assert build.returncode == 2 and "npm install -g @openai/codex@0.171.0" in build.stderr
     assert not (tmp_path / "ws").exists()
+
+
+@pytest.mark.parametrize("name", HARNESSES)
+def test_a_schema_violation_is_re_asked_in_the_same_cli_session(name, tmp_path):
+    p = one_loop_project(tmp_path)
+    script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    planner = next(e for e in script["entries"] if e["role"] == "planner")
+    script["entries"].append({"role": "planner", "loop": 1, "attempt": 1, "steps": [{"final": "Here is my plan!"}]})
+    with MockLLM(script=script) as mock:
+        result = run_one_loop(name, p, mock, "--set", "policy.max_retries=1")
+    assert result.returncode == 0, result.stderr
+    attempts = p.ws / "state/loops/0001/roles/planner"
+    first = json.loads((attempts / "attempt-1/result.json").read_text())
+    second = json.loads((attempts / "attempt-2/result.json").read_text())
+    assert not first["ok"] and "not a JSON object" in first["errors"][0] and second["ok"]
+    argv = json.loads((attempts / "attempt-2/command.json").read_text())["argv"]
+    session = first["harness"]["session_id"]
+    assert session and session in argv  # codex `resume ID`, opencode `-s ID`, pi `--session ID`
+    assert "Fix these problems" in (attempts / "attempt-2/prompt.md").read_text()
+    assert p.loop_json(1, "plan") == planner["steps"][-1]["final"]

@@ -29,6 +29,9 @@ def render_status(console: Console, data: dict[str, Any]) -> None:
         table.add_row(str(loop["loop"]), loop["status"], f"{loop['criteria_verified']}/{loop['criteria_total']}",
                       attempts, f"{loop['seconds']:.1f}s", issue_cell, _tokens(usage), loop["candidate_id"] or "")
     console.print(table)
+    by_role = {role: sum(loop["usage"][role]["input_tokens"] + loop["usage"][role]["output_tokens"]
+                         for loop in data["loops"]) for role in ("planner", "developer", "qa")}
+    console.print("tokens by role: " + " · ".join(f"{role} {n:,}" for role, n in by_role.items()))
 
 
 def show_issue(console: Console, item: dict[str, Any]) -> None:
