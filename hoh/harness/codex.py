@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, json_events, Outcome, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
 
 PROVIDER = "hoh"
 

@@ -7,12 +7,14 @@ where the three mechanisms change what the roles receive.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
 from ..paths import WorkspacePaths
+from ..resources import schema
 from .git import ProjectRepo
 from .guard import Area, FileArea, GitArea, JournalArea, RebuildArea
 from .journal import Journal
@@ -21,7 +23,6 @@ from .validate import Expectations
 
 
 def schema_text(name: str) -> str:
-    from ..resources import schema
     return json.dumps(schema(name), indent=2)
 
 
@@ -83,7 +84,6 @@ class JobFactory:
         lp = self.paths.loop(loop)
 
         def rebuild_copy() -> None:
-            import shutil
             shutil.rmtree(lp.qa_candidate, ignore_errors=True)
             self.repo.export(candidate["commit"], lp.qa_candidate)
 

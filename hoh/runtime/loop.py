@@ -129,7 +129,7 @@ class Runtime:
             fields["sha256"] = sha256_file(path)
         self.journal.append("step_finished", loop=t, step=step, **fields)
 
-    def _run_role(self, job: RoleJob, progress: Progress) -> dict[str, Any] | None:
+    def _run_role(self, job: RoleJob) -> dict[str, Any] | None:
         """Run a role afresh; a role interrupted earlier keeps its attempts aside, not reused."""
         role_dir = self.paths.loop(job.loop).role_dir(job.role)
         if role_dir.exists():
@@ -160,7 +160,7 @@ class Runtime:
             reused = True
         else:
             self.repo.reset_to(base)
-            plan = self._run_role(self.jobs.planner(t, base, Ledger.load(self.paths.ledger)), progress)
+            plan = self._run_role(self.jobs.planner(t, base, Ledger.load(self.paths.ledger)))
             if plan is None:
                 return None
             reused = False
@@ -176,7 +176,7 @@ class Runtime:
         self.repo.reset_to(base)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
-        report = self._run_role(self.jobs.developer(t, base, plan, lp.plan_md.read_text(encoding="utf-8")), progress)
+        report = self._run_role(self.jobs.developer(t, base, plan, lp.plan_md.read_text(encoding="utf-8")))
         if report is None:
             self.repo.reset_to(base)
             return None
@@ -208,7 +208,7 @@ class Runtime:
         self.repo.export(candidate["commit"], lp.qa_candidate)
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
-        report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)), progress)
+        report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)))
         if report is None:
             return None
         shutil.rmtree(lp.evidence, ignore_errors=True)

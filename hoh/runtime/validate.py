@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,6 @@ class Expectations:
     evidence_dir: Path | None = None
     issue_ids: set[str] | None = None
     behaviour_ids: set[str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _duplicates(ids: list[str]) -> list[str]:
