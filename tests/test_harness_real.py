@@ -178,3 +178,17 @@ def test_a_schema_violation_is_re_asked_in_the_same_cli_session(name, tmp_path):
     assert session and session in argv  # codex `resume ID`, opencode `-s ID`, pi `--session ID`
     assert "Fix these problems" in (attempts / "attempt-2/prompt.md").read_text()
     assert p.loop_json(1, "plan") == planner["steps"][-1]["final"]
+
+
+def test_a_rate_limit_is_retried_with_backoff_without_spending_an_attempt(tmp_path):
+    p = one_loop_project(tmp_path)
+    script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    with MockLLM(script=script, fail_mode="429", fail_count=1) as mock:
+        result = run_hoh("build", p.spec, *harness_flags("codex", mock), "--loops", "1", "-w", p.ws, "-q",
+                         "--set", "policy.max_retries=0", "--set", "policy.transient_backoff_seconds=0.2")
+    assert result.returncode == 0, result.stderr
+    transient = [e for e in p.journal() if e["event"] == "transient_failure"]
+    assert [(e["role"], e["attempt"], e["outcome"]) for e in transient] == [("planner", 1, "rate_limited")]
+    attempt = p.ws / "state/loops/0001/roles/planner/attempt-1"
+    assert json.loads((attempt / "result.json").read_text())["ok"]
+    assert "429" in (attempt / "events.transient-1.jsonl").read_text()

@@ -127,10 +127,13 @@ class RoleRunner:
             self.journal.append("process_started", loop=request.loop, role=request.role, attempt=request.attempt,
                                 pid=pid, start_ticks=start_ticks(pid))
 
-        for delay in (*self.backoff, None):
+        for n, delay in enumerate((*self.backoff, None), 1):
             result = self.adapter.run(request, attempt_dir, on_spawn=spawned)
             if not result.outcome.transient or delay is None:
                 return result
+            for log in ("events.jsonl", "stderr.log"):  # keep the failed run's logs beside the rerun's
+                if (attempt_dir / log).exists():
+                    (attempt_dir / log).rename(attempt_dir / log.replace(".", f".transient-{n}.", 1))
             self.journal.append("transient_failure", loop=request.loop, role=request.role, attempt=request.attempt,
                                 outcome=result.outcome.value, error=result.error, retry_in=delay)
             self.sleep(delay)
