@@ -18,8 +18,9 @@ def render_status(console: Console, data: dict[str, Any]) -> None:
     console.print(f"[bold]{data['workspace']}[/bold] · harness {data['harness']} · {data['state']} · "
                   f"{data['loops_finished']}/{data['target_loops']} loops · tokens {_tokens(data['usage'])}")
     table = Table(show_edge=False)
-    for col in ("loop", "status", "criteria", "attempts P/D/Q", "time", "issues open/closed/reopened", "tokens", "candidate"):
+    for col in ("loop", "status", "criteria", "tries P/D/Q", "time", "issues o/c/r", "tokens"):
         table.add_column(col)
+    table.add_column("candidate", no_wrap=True, overflow="fold")
     for loop in data["loops"]:
         attempts = "/".join(str(loop["attempts"][r]) for r in ("planner", "developer", "qa"))
         issues = loop["issues"]
