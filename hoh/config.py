@@ -133,7 +133,11 @@ def apply_overrides(config: HohConfig, overrides: list[str], flags: dict[str, An
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. --set policy.max_retries=3")
-        pairs.append((key.strip(), yaml.safe_load(raw) if raw.strip() else ""))
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            raise UsageError(f"--set {item!r}: the value is not valid YAML; quote it") from None
+        pairs.append((key.strip(), value))
     for key, value in pairs:
         node = data
         parts = key.split(".")

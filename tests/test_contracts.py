@@ -139,7 +139,7 @@ def test_evidence_refs_escaping_the_evidence_dir_are_rejected(make_project, tmp_
     errors = [p.attempt_result(1, "qa", n)["errors"] for n in (1, 2, 3, 4)]
     assert "must be a relative path" in errors[0][0]
     assert "must be a relative path" in errors[1][0]
-    assert "points outside the evidence dir" in errors[2][0]
+    assert "is a symlink" in errors[2][0]
     assert "does not exist" in errors[3][0]
 
 

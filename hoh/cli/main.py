@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -140,7 +141,15 @@ def mock_llm(
     raise typer.Exit(serve(argv))
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    # `kill` and a closed terminal end hoh the way Ctrl-C does: the running harness's process
+    # group is killed and the journal records the interruption (kill -9 is handled on resume).
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
     try:
         code = app(standalone_mode=False)
     except HohError as e:
@@ -156,7 +165,10 @@ def main() -> None:
         if isinstance(e, click.exceptions.ClickException):
             e.show()
             sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
+        if isinstance(e, click.exceptions.Abort):  # click's form of KeyboardInterrupt
+            _error("interrupted; continue with hoh resume -w WORKSPACE")
             sys.exit(130)
         raise
+    if code == 130:  # typer turns KeyboardInterrupt (and our SIGTERM/SIGHUP) into exit code 130
+        _error("interrupted; continue with hoh resume -w WORKSPACE")
     sys.exit(code if isinstance(code, int) else 0)

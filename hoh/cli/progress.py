@@ -13,19 +13,20 @@ class LiveProgress:
 
     def __init__(self, console: Console, quiet: bool):
         self.console, self.quiet = console, quiet
+        self.live = not quiet and console.is_terminal  # the spinner only on a terminal; logs get the lines
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                  console=console, transient=True)
         self.task = None
         self.loop, self.target = 0, 0
 
     def __enter__(self) -> "LiveProgress":
-        if not self.quiet:
+        if self.live:
             self.progress.start()
             self.task = self.progress.add_task("starting")
         return self
 
     def __exit__(self, *exc) -> None:
-        if not self.quiet:
+        if self.live:
             self.progress.stop()
 
     def __call__(self, kind: str, **f: Any) -> None:
@@ -33,8 +34,9 @@ class LiveProgress:
             return
         if kind == "loop":
             self.loop, self.target = f["loop"], f["target"]
-            self.progress.reset(self.task)
-        elif kind == "attempt":
+            if self.live:
+                self.progress.reset(self.task)
+        elif kind == "attempt" and self.live:
             retry = f" (attempt {f['attempt']})" if f["attempt"] > 1 else ""
             self.progress.update(self.task, description=f"loop {self.loop}/{self.target} · {f['role']}{retry}")
         elif kind == "frozen":

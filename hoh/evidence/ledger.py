@@ -95,6 +95,9 @@ class Ledger:
     def issue(self, issue_id: str) -> dict[str, Any] | None:
         return self._issues.get(issue_id)
 
+    def behaviour(self, behaviour_id: str) -> dict[str, Any]:
+        return self._behaviours[behaviour_id]
+
     def issue_ids(self) -> set[str]:
         return set(self._issues)
 

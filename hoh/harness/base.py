@@ -8,6 +8,7 @@ the subprocess choke point. Adapters know nothing of loops, plans or ledgers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -235,10 +236,13 @@ class HarnessAdapter(ABC):
             stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
             wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
         )
-        redact_files([proc.stdout_path, proc.stderr_path], self.secrets())
+        secrets = self.secrets()
+        redact_files([proc.stdout_path, proc.stderr_path], secrets)
+        proc = dataclasses.replace(proc, stderr_excerpt=redact(proc.stderr_excerpt, secrets))
         with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
             parsed = self.parse_events(fh)
         outcome, error = self.classify(proc, parsed)
+        error = redact(error, secrets) if error else error
         return HarnessResult(outcome, parsed.final_message, parsed.usage, parsed.tool_calls, parsed.session_id,
                              proc.exit_code, proc.duration_s, error)
 
@@ -252,6 +256,21 @@ def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(event, dict):
             yield event
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "<redacted>")
+    return text
+
+
+def copy_credentials(source: Path, dest: Path) -> None:
+    """Copy the user's login for a harness into its isolated home, readable by the owner only."""
+    if source.exists() and not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(source.read_bytes())
 
 
 def redact_files(paths: list[Path], secrets: list[str]) -> None:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, copy_credentials, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
 
 PROVIDER = "hoh"
 
@@ -66,9 +66,8 @@ class CodexAdapter(HarnessAdapter):
         home = request.home or Path.home()
         (home / ".codex").mkdir(parents=True, exist_ok=True)
         (home / "tmp").mkdir(parents=True, exist_ok=True)
-        user_auth = Path.home() / ".codex" / "auth.json"
-        if not self.config.base_url and user_auth.exists() and not (home / ".codex" / "auth.json").exists():
-            (home / ".codex" / "auth.json").write_bytes(user_auth.read_bytes())
+        if not self.config.base_url:
+            copy_credentials(Path.home() / ".codex" / "auth.json", home / ".codex" / "auth.json")
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()

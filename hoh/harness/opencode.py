@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import HarnessAdapter, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, copy_credentials, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
 
 PROVIDER = "hoh"
 
@@ -80,11 +80,8 @@ class OpenCodeAdapter(HarnessAdapter):
     def prepare(self, request: RoleRequest) -> None:
         atomic_write_json(self.config_path(request), self.opencode_config(request))
         home = request.home or Path.home()
-        user_auth = Path.home() / ".local/share/opencode/auth.json"
-        own_auth = home / ".local/share/opencode/auth.json"
-        if not self.config.base_url and user_auth.exists() and not own_auth.exists():
-            own_auth.parent.mkdir(parents=True, exist_ok=True)
-            own_auth.write_bytes(user_auth.read_bytes())
+        if not self.config.base_url:
+            copy_credentials(Path.home() / ".local/share/opencode/auth.json", home / ".local/share/opencode/auth.json")
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..fsutil import atomic_write_json
-from .base import HarnessAdapter, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, copy_credentials, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
 
 PROVIDER = "hoh"
 TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}
@@ -62,9 +62,8 @@ class PiAdapter(HarnessAdapter):
         # hoh retries transient failures itself; Pi's own retries stay short so the journal sees them.
         atomic_write_json(agent / "settings.json",
                           {"retry": {"enabled": True, "maxRetries": 1, "baseDelayMs": 500, "provider": {"maxRetries": 1}}})
-        user_auth = Path.home() / ".pi" / "agent" / "auth.json"
-        if not self.config.base_url and user_auth.exists() and not (agent / "auth.json").exists():
-            (agent / "auth.json").write_bytes(user_auth.read_bytes())
+        if not self.config.base_url:
+            copy_credentials(Path.home() / ".pi" / "agent" / "auth.json", agent / "auth.json")
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
+import stat
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,13 @@ def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = ()) -> F
             if _ignored(name, ignore) or str(path) in skip_set:
                 continue
             rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
                 result[rel] = "link:" + os.readlink(path)
-            else:
-                result[rel] = sha256_file(path) + (":x" if os.access(path, os.X_OK) else "")
+            elif stat.S_ISREG(mode):
+                result[rel] = sha256_file(path) + (":x" if mode & stat.S_IXUSR else "")
+            else:  # a FIFO or socket: never opened (a FIFO would block the guard)
+                result[rel] = f"special:{stat.S_IFMT(mode):o}"
         for d in dirnames:
             if (base / d).is_symlink():
                 result[(base / d).relative_to(root).as_posix()] = "link:" + os.readlink(base / d)
@@ -92,6 +96,7 @@ class FileArea(Area):
     def __init__(self, name: str, root: Path, ignore: list[str], skip: tuple[Path, ...] = ()):
         super().__init__(name, root, ignore)
         self.skip = skip
+        self.unrestorable: list[str] = []
 
     def _files(self) -> Fingerprint:
         return fingerprint(self.root, self.ignore, self.skip)
@@ -101,7 +106,7 @@ class FileArea(Area):
         saved = {}
         for rel, ident in fp.items():
             path = self.root if rel == "." else self.root / rel
-            if not ident.startswith("link:") and path.stat().st_size <= MAX_SNAPSHOT_BYTES:
+            if ident[:5] not in ("link:", "speci") and path.stat().st_size <= MAX_SNAPSHOT_BYTES:
                 saved[rel] = path.read_bytes()
         return fp, saved
 
@@ -112,14 +117,15 @@ class FileArea(Area):
         before, saved = snap
         after = self._files()
         for rel in after.keys() - before.keys():
-            path = self.root / rel
+            path = self.root if rel == "." else self.root / rel
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
         for rel, ident in before.items():
             if after.get(rel) == ident:
                 continue
             path = self.root if rel == "." else self.root / rel
             if rel not in saved:
-                raise RuntimeError(f"cannot restore {path}: it was too large to snapshot")
+                self.unrestorable.append(rel)  # too large to keep in memory; reported, never silently accepted
+                continue
             path.parent.mkdir(parents=True, exist_ok=True)
             if path.is_symlink():
                 path.unlink()
@@ -155,6 +161,30 @@ class GitArea(Area):
         for ref, sha in wanted.items():
             if ref.startswith("refs/tags/"):
                 self.repo.git("update-ref", ref, sha)
+
+
+class TagsArea(Area):
+    """The project's loop tags: the Developer may use git, but not move or delete hoh's tags."""
+
+    def __init__(self, repo: ProjectRepo):
+        super().__init__("project tags", repo.path, [])
+        self.repo = repo
+
+    def _tags(self) -> dict[str, str]:
+        out = self.repo.git("show-ref", "--tags") if self.repo.tags() else ""
+        return dict(reversed(line.split(" ")) for line in out.splitlines())
+
+    def snapshot(self) -> dict[str, str]:
+        return self._tags()
+
+    def changes(self, snap) -> list[str]:
+        return diff(snap, self._tags())
+
+    def restore(self, snap) -> None:
+        for ref in self._tags().keys() - snap.keys():
+            self.repo.git("update-ref", "-d", ref)
+        for ref, sha in snap.items():
+            self.repo.git("update-ref", ref, sha)
 
 
 class RebuildArea(Area):
@@ -207,6 +237,7 @@ class Guard:
         for area, snap in zip(self.areas, self.snaps):
             changed = area.changes(snap)
             if changed:
-                violations.append(Violation(area.name, changed))
                 area.restore(snap)
+                lost = getattr(area, "unrestorable", [])
+                violations.append(Violation(area.name, changed + [f"could not restore {rel}" for rel in lost]))
         return violations

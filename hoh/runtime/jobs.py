@@ -16,7 +16,7 @@ from ..evidence.ledger import Ledger
 from ..paths import WorkspacePaths
 from ..resources import schema
 from .git import ProjectRepo
-from .guard import Area, FileArea, GitArea, JournalArea, RebuildArea
+from .guard import Area, FileArea, GitArea, JournalArea, RebuildArea, TagsArea
 from .journal import Journal
 from .roles import RoleJob
 from .validate import Expectations
@@ -33,10 +33,17 @@ class JobFactory:
         self.spec_text = paths.spec.read_text(encoding="utf-8")
 
     def _fixed_files(self, attempt_dir: Path) -> list[Area]:
-        """What no role may ever write: state/ (but the active attempt's logs), spec, config, script."""
+        """What no role may ever write: state/ (but the active attempt's logs), spec, config, script,
+        the other roles' harness homes (no planting instructions for the next role), and the project's
+        git configuration (an exclude or hook would change what gets frozen)."""
+        role = attempt_dir.parent.name
+        git = self.paths.project / ".git"
         areas: list[Area] = [FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal)),
-                             JournalArea(self.journal), FileArea("spec.md", self.paths.spec, [])]
-        areas.append(FileArea("hoh.yaml", self.paths.config, []))
+                             JournalArea(self.journal), FileArea("spec.md", self.paths.spec, []),
+                             FileArea("hoh.yaml", self.paths.config, []),
+                             FileArea("harness homes", self.paths.scratch / "homes", [],
+                                      skip=(self.paths.harness_home(self.config.harness.name) / role,)),
+                             *(FileArea(f"project .git/{name}", git / name, []) for name in ("config", "info", "hooks"))]
         if self.paths.script.exists():
             areas.append(FileArea("script.yaml", self.paths.script, []))
         return areas
@@ -76,7 +83,7 @@ class JobFactory:
             inputs=[self.paths.spec, lp.plan],
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit),
                      "warm_start": str(self.config.mechanisms.warm_start).lower()},
-            protected=self._fixed_files,
+            protected=lambda adir: [TagsArea(self.repo), *self._fixed_files(adir)],
             context=self._context(), mechanisms=self._mechanisms(),
         )
 
@@ -92,8 +99,15 @@ class JobFactory:
                     RebuildArea("candidate copy", lp.qa_candidate, self.ignore, rebuild_copy),
                     *self._fixed_files(adir)]
 
+        def fresh_evidence_dir(resumed: bool) -> None:
+            # A new attempt must not cite files an earlier (perhaps rejected) attempt left behind.
+            if not resumed:
+                shutil.rmtree(lp.qa_evidence, ignore_errors=True)
+                lp.qa_evidence.mkdir(parents=True)
+
         return RoleJob(
             role="qa", loop=loop, workdir=lp.qa_candidate, access="read-only", writable=(lp.qa_evidence,),
+            before_attempt=fresh_evidence_dir,
             prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, candidate_id=candidate["candidate_id"],
                                candidate_dir=lp.qa_candidate, evidence_dir=lp.qa_evidence, schema=schema_text("qa")),
             expectations=Expectations(loop=loop, plan=plan, candidate_id=candidate["candidate_id"],

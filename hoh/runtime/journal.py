@@ -90,6 +90,13 @@ class Progress:
 
     @classmethod
     def read(cls, journal: Journal) -> "Progress":
+        try:
+            return cls._read(journal)
+        except (KeyError, TypeError) as err:
+            raise StateError(f"{journal.path}: an event lacks {err}; restore the journal from a backup") from None
+
+    @classmethod
+    def _read(cls, journal: Journal) -> "Progress":
         progress = cls()
         for ev in journal.events():
             kind = ev["event"]

@@ -8,7 +8,7 @@ A_{t-1} reset. The Runtime never calls a model itself and never prints.
 
 from __future__ import annotations
 
-import json
+import os
 import shutil
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -24,7 +24,7 @@ from .jobs import JobFactory
 from .lock import WorkspaceLock
 from .planmd import plan_markdown
 from .roles import RoleJob, RoleRunner
-from .workspace import Workspace
+from .workspace import Workspace, load_state
 
 Notify = Callable[..., None]
 
@@ -51,7 +51,7 @@ def spec_as_plan(t: int) -> dict[str, Any]:
 
 
 def _load(path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return load_state(path, ("schema_version", "loop"))
 
 
 class Runtime:
@@ -160,10 +160,14 @@ class Runtime:
             reused = True
         else:
             self.repo.reset_to(base)
-            plan = self._run_role(self.jobs.planner(t, base, Ledger.load(self.paths.ledger)))
+            ledger = Ledger.load(self.paths.ledger)
+            plan = self._run_role(self.jobs.planner(t, base, ledger))
             if plan is None:
                 return None
             reused = False
+            # A preserved id means the register's behaviour, whatever words the Planner used for it.
+            for item in plan["preserve"]:
+                item["behaviour"] = ledger.behaviour(item["id"])["behaviour"]
         atomic_write_text(lp.plan_md, plan_markdown(plan))
         atomic_write_json(lp.plan, plan)
         self._finished(t, "planner", lp.plan, status="ok", reused_plan=reused)
@@ -212,7 +216,9 @@ class Runtime:
         if report is None:
             return None
         shutil.rmtree(lp.evidence, ignore_errors=True)
-        shutil.copytree(lp.qa_evidence, lp.evidence, symlinks=True)
+        # Regular files only: a symlink could point anywhere, and would dangle once scratch is gone.
+        shutil.copytree(lp.qa_evidence, lp.evidence,
+                        ignore=lambda d, names: [n for n in names if os.path.islink(os.path.join(d, n))])
         atomic_write_json(lp.qa, report)
         self._finished(t, "qa", lp.qa, status="ok", verdict=report["verdict"])
         shutil.rmtree(lp.scratch / "qa", ignore_errors=True)

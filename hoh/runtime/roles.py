@@ -42,6 +42,8 @@ class RoleJob:
     writable: tuple[Path, ...] = ()
     context: dict[str, Any] = field(default_factory=dict)
     mechanisms: dict[str, bool] = field(default_factory=dict)
+    before_attempt: Callable[[bool], None] | None = None
+    """Called before each attempt with whether it resumes the CLI session."""
 
 
 @dataclass
@@ -87,6 +89,8 @@ class RoleRunner:
             else:
                 prompt = template("retry").render(role=job.role, loop=job.loop, attempt=attempt, errors=errors,
                                                   resumed=session is not None, original_prompt=first_prompt)
+            if job.before_attempt:
+                job.before_attempt(session is not None)
             atomic_write_text(attempt_dir / "prompt.md", prompt)
             atomic_write_json(attempt_dir / "inputs.json", self.manifest(job, attempt))
             self.journal.append("attempt_started", loop=job.loop, role=job.role, attempt=attempt)
@@ -94,7 +98,7 @@ class RoleRunner:
 
             request = RoleRequest(
                 role=job.role, loop=job.loop, attempt=attempt, prompt=prompt, workdir=job.workdir,
-                access=job.access, writable=job.writable, home=self.home, wall_timeout=self.wall_timeout,
+                access=job.access, writable=job.writable, home=self.home / job.role, wall_timeout=self.wall_timeout,
                 idle_timeout=self.idle_timeout, resume_session=session, context=job.context)
             guard = Guard(job.protected(attempt_dir))
             result = self._call(request, attempt_dir)

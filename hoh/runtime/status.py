@@ -6,13 +6,12 @@ Everything is derived from the journal and the per-loop state files; nothing is 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from typing import Any
 
 from ..paths import ROLES
 from .journal import Journal
-from .workspace import Workspace
+from .workspace import Workspace, load_state
 
 USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 
@@ -75,10 +74,10 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
     for t, entry in loops.items():
         plan_path, qa_path = ws.paths.loop(t).plan, ws.paths.loop(t).qa
         if plan_path.exists():
-            plan = json.loads(plan_path.read_text(encoding="utf-8"))
-            entry["criteria_total"] = sum(len(task["acceptance"]) for task in plan["tasks"])
+            plan = load_state(plan_path, ("schema_version", "tasks"))
+            entry["criteria_total"] = sum(len(task.get("acceptance", [])) for task in plan["tasks"])
         if qa_path.exists():
-            entry["verdict"] = json.loads(qa_path.read_text(encoding="utf-8"))["verdict"]
+            entry["verdict"] = load_state(qa_path, ("schema_version", "verdict"))["verdict"]
         del entry["_start"]
 
     if state == "interrupted" and _lock_held(ws):

@@ -95,6 +95,8 @@ def _evidence_ref_error(ref: str, evidence_dir: Path) -> str | None:
     if path.is_absolute() or ".." in path.parts:
         return f"file evidence '{ref}' must be a relative path inside the evidence dir"
     full = evidence_dir / path
+    if any((evidence_dir / Path(*path.parts[:n])).is_symlink() for n in range(1, len(path.parts) + 1)):
+        return f"file evidence '{ref}' is a symlink; copy the file itself into the evidence dir"
     try:
         resolved = full.resolve(strict=True)
     except (FileNotFoundError, RuntimeError):

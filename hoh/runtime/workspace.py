@@ -20,6 +20,7 @@ from ..harness import registry
 from ..paths import WorkspacePaths
 from .git import ProjectRepo
 from .journal import Journal
+from .lock import WorkspaceLock
 
 WORKSPACE_SCHEMA_VERSION = 1
 
@@ -107,7 +108,8 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
         atomic_write_json(paths.identity, identity)
         Journal(paths.journal).append("workspace_created", spec_sha256=identity["spec_sha256"])
         if root.exists():
-            _retire(root)
+            with WorkspaceLock(root / "hoh.lock"):  # never move a workspace from under a running hoh
+                _retire(root)
         os.rename(staging, root)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -123,17 +125,25 @@ def _retire(root: Path) -> None:
     os.rename(root, target)
 
 
+def load_state(path: Path, required: tuple[str, ...], version: int = 1) -> dict[str, Any]:
+    """Read a JSON state file, or stop with a one-line error naming it; never a traceback."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise StateError(f"{path}: unreadable or corrupt ({type(err).__name__}); restore it, nothing was changed") from None
+    if not isinstance(data, dict) or not set(required) <= data.keys():
+        raise StateError(f"{path}: corrupt (expected the fields {', '.join(required)}); nothing was changed")
+    if isinstance(data.get("schema_version"), int) and data["schema_version"] > version:
+        raise StateError(f"{path}: schema_version {data['schema_version']} is newer than this hoh; upgrade hoh")
+    return data
+
+
 def open_workspace(root: Path) -> Workspace:
     root = root.expanduser().resolve()
     if not is_workspace(root):
         raise UsageError(f"{root} is not a hoh workspace (no state/workspace.json); start one with: hoh build SPEC -w {root}")
     paths = WorkspacePaths(root)
-    try:
-        identity = json.loads(paths.identity.read_text(encoding="utf-8"))
-    except ValueError:
-        raise StateError(f"{paths.identity}: corrupt; nothing was changed") from None
-    if identity.get("schema_version", 0) > WORKSPACE_SCHEMA_VERSION:
-        raise StateError(f"{paths.identity}: written by a newer hoh; upgrade hoh")
+    identity = load_state(paths.identity, ("schema_version", "spec_sha256", "root_commit"), WORKSPACE_SCHEMA_VERSION)
     if not paths.spec.is_file() or sha256_file(paths.spec) != identity["spec_sha256"]:
         raise StateError(f"{paths.spec}: the frozen spec was changed or removed; restore it (sha256 {identity['spec_sha256'][:12]}…)")
     config = load_config(paths.config)
