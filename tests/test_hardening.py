@@ -111,3 +111,15 @@ def test_corrupt_state_files_give_one_line_errors(project):
     bad = run_hoh("build", project.spec, "-w", project.root / "w2", "--set", "guard.ignore=[")
     assert bad.returncode == 2 and "not valid YAML" in bad.stderr
     assert not os.path.exists(project.root / "w2")
+
+
+def test_past_attempt_logs_are_hash_guarded_and_a_change_is_reported(make_project):
+    script = mini_script(2)
+    dev = script["loops"][2]["developer"]
+    log = "${workspace}/state/loops/0001/roles/planner/attempt-1/events.jsonl"
+    script["loops"][2]["developer"] = [{**dev, "actions": dev["actions"] + [{"run": f"echo forged >> {log}"}]}, dev]
+    p = make_project(script)
+    assert p.build(loops=2).status == "finished"
+    changes = p.attempt_result(2, "developer", 1)["violations"][0]["changes"]
+    assert changes == ["modified loops/0001/roles/planner/attempt-1/events.jsonl",
+                       "could not restore loops/0001/roles/planner/attempt-1/events.jsonl"]

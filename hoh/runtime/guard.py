@@ -93,9 +93,10 @@ class Area(ABC):
 class FileArea(Area):
     """Plain files (state/, spec, config): restored from bytes saved before the role ran."""
 
-    def __init__(self, name: str, root: Path, ignore: list[str], skip: tuple[Path, ...] = ()):
+    def __init__(self, name: str, root: Path, ignore: list[str], skip: tuple[Path, ...] = (),
+                 keep_bytes: Callable[[str], bool] = lambda rel: True):
         super().__init__(name, root, ignore)
-        self.skip = skip
+        self.skip, self.keep_bytes = skip, keep_bytes
         self.unrestorable: list[str] = []
 
     def _files(self) -> Fingerprint:
@@ -106,7 +107,8 @@ class FileArea(Area):
         saved = {}
         for rel, ident in fp.items():
             path = self.root if rel == "." else self.root / rel
-            if ident[:5] not in ("link:", "speci") and path.stat().st_size <= MAX_SNAPSHOT_BYTES:
+            if (ident[:5] not in ("link:", "speci") and self.keep_bytes(rel)
+                    and path.stat().st_size <= MAX_SNAPSHOT_BYTES):
                 saved[rel] = path.read_bytes()
         return fp, saved
 

@@ -22,6 +22,11 @@ from .roles import RoleJob
 from .validate import Expectations
 
 
+def _not_an_attempt_log(rel: str) -> bool:
+    """Past attempts' logs grow with the run; they are hash-guarded but not held in memory."""
+    return "/roles/" not in f"/{rel}"
+
+
 def schema_text(name: str) -> str:
     return json.dumps(schema(name), indent=2)
 
@@ -38,7 +43,8 @@ class JobFactory:
         git configuration (an exclude or hook would change what gets frozen)."""
         role = attempt_dir.parent.name
         git = self.paths.project / ".git"
-        areas: list[Area] = [FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal)),
+        areas: list[Area] = [FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal),
+                                      keep_bytes=_not_an_attempt_log),
                              JournalArea(self.journal), FileArea("spec.md", self.paths.spec, []),
                              FileArea("hoh.yaml", self.paths.config, []),
                              FileArea("harness homes", self.paths.scratch / "homes", [],
