@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import HohConfig
-from .runtime.journal import Journal
+from .runtime.journal import Journal, Progress
 from .runtime.loop import Notify, RunReport, Runtime
 from .runtime.workspace import create_workspace, open_workspace
 
@@ -23,15 +23,10 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
 def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | None = None) -> RunReport:
     """Continue a run: finish its target, or run `more_loops` past the last finished loop."""
     ws = open_workspace(Path(workspace))
-    journal = Journal(ws.paths.journal)
-    finished, target = 0, ws.config.loops
-    for event in journal.events():
-        if event["event"] == "loop_finished":
-            finished = max(finished, event["loop"])
-        elif event["event"] == "run_started":
-            target = event["target_loops"]
+    progress = Progress.read(Journal(ws.paths.journal))
+    target = progress.run_started["target_loops"] if progress.run_started else ws.config.loops
     if more_loops is not None:
-        target = finished + more_loops
+        target = progress.last_finished_loop + more_loops
     return Runtime(ws, notify).run(target)
 
 

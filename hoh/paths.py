@@ -138,6 +138,3 @@ class LoopPaths:
 
     def attempt_dir(self, role: str, attempt: int) -> Path:
         return self.role_dir(role) / f"attempt-{attempt}"
-
-    def output(self, role: str) -> Path:
-        return {"planner": self.plan, "developer": self.developer, "qa": self.qa}[role]

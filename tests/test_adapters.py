@@ -87,6 +87,7 @@ def test_configs_written_to_the_isolated_home_hold_no_key_value(name, tmp_path, 
     a = adapter(name, **MOCK)
     for role in ("planner", "developer", "qa"):
         a.prepare(request(role, tmp_path))
+        assert "sk-sentinel" not in " ".join(a.build_argv(request(role, tmp_path)))
     written = [p.read_bytes() for p in (tmp_path / "home").rglob("*") if p.is_file()]
     assert written or name == "codex"
     assert not any(b"sk-sentinel" in data for data in written)

@@ -19,7 +19,6 @@ def test_force_never_moves_a_workspace_from_under_a_running_hoh(project, tmp_pat
     project.build()
     other = tmp_path / "other.md"
     other.write_text("# Something else\n")
-    (tmp_path / "script.yaml").exists()
     with WorkspaceLock(project.ws / "hoh.lock"):
         result = run_hoh("build", other, "-w", project.ws, "--force", "--set", f"harness.script={project.script_path}")
     assert result.returncode == 2 and "in use" in result.stderr

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..testing.scripted_agent import emit
 from .base import RoleRequest
 from .scripted import ScriptedAdapter
 
@@ -40,11 +41,6 @@ class OracleAdapter(ScriptedAdapter):
 
 
 # ---- the agent process -------------------------------------------------------------------------
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
-
-
 def plan(loop: int) -> dict[str, Any]:
     return {"schema_version": 1, "loop": loop, "goal": "Apply the task's reference solution",
             "tasks": [{"id": "T1", "title": "Run solution/solve.sh",
@@ -62,7 +58,7 @@ def develop(loop: int, solution: Path) -> dict[str, Any]:
         proc = subprocess.run(["bash", str(copy / "solve.sh")], cwd=Path.cwd(), capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, timeout=SOLVE_TIMEOUT_SECONDS,
                               env={**os.environ, "SOLUTION_DIR": str(copy)})
-    _emit({"type": "tool", "name": "run", "command": "bash solution/solve.sh", "exit_code": proc.returncode})
+    emit({"type": "tool", "name": "run", "command": "bash solution/solve.sh", "exit_code": proc.returncode})
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-2000:])
     status = "done" if proc.returncode == 0 else "partial"
@@ -94,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.stdin.read()  # the prompt: the oracle does not need it, but a harness always drains stdin
     facts = {k: str(v) for k, v in json.loads(os.environ.get("HOH_SCRIPT_CONTEXT", "{}")).items()}
-    _emit({"type": "session", "id": f"oracle-{args.loop}-{args.role}-{args.attempt}"})
+    emit({"type": "session", "id": f"oracle-{args.loop}-{args.role}-{args.attempt}"})
     if args.role == "developer":
         if args.solution is None or not (args.solution / "solve.sh").is_file():
-            _emit({"type": "error", "message": "the oracle harness needs --solution DIR holding solve.sh "
+            emit({"type": "error", "message": "the oracle harness needs --solution DIR holding solve.sh "
                                                "(hoh bench sets it per task via harness.extra_args)"})
             return 2
         reply = develop(args.loop, args.solution)
@@ -105,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         reply = plan(args.loop)
     else:
         reply = qa(args.loop, facts)
-    _emit({"type": "message", "text": json.dumps(reply)})
-    _emit({"type": "usage", "input_tokens": 0, "output_tokens": 0})
-    _emit({"type": "done"})
+    emit({"type": "message", "text": json.dumps(reply)})
+    emit({"type": "usage", "input_tokens": 0, "output_tokens": 0})
+    emit({"type": "done"})
     return 0
 
 

@@ -75,7 +75,7 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
     if root.exists() and any(root.iterdir()):
         if not is_workspace(root):
             raise UsageError(f"{root} is not empty and is not a hoh workspace; choose an empty or new -w directory")
-        existing = json.loads((root / "state" / "workspace.json").read_text())
+        existing = load_state(root / "state" / "workspace.json", ("spec_sha256",), WORKSPACE_SCHEMA_VERSION)
         if existing.get("spec_sha256") == sha256_bytes(spec) and not force:
             raise UsageError(f"workspace {root} already holds a run of this spec; continue it with: hoh resume -w {root}")
         if not force:
