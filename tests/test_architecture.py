@@ -147,3 +147,20 @@ def test_a_corrupt_past_qa_report_is_one_line_naming_the_file(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(qa) in lines[0] and "Traceback" not in result.stderr
     assert os.path.getsize(qa) == 40  # nothing was overwritten
+
+
+def test_the_recorder_has_no_command_line_of_its_own():
+    # It drives every CLI through registry.create(...).run(...): the argv is the adapter's.
+    constants = string_constants(PACKAGE / "testing" / "mock_llm" / "record.py")
+    assert not constants & {"exec", "--json", "run", "--format", "-p", "--mode", "--skip-git-repo-check"}
+
+
+def test_a_build_checks_its_harness_once(tmp_path, monkeypatch):
+    from conftest import Project, mini_script
+
+    from hoh.harness.scripted import ScriptedAdapter
+    calls = []
+    monkeypatch.setattr(ScriptedAdapter, "check_available", lambda self: calls.append(1))
+    project = Project(tmp_path, mini_script(1))
+    assert project.build(1).status == "finished"
+    assert len(calls) == 1
