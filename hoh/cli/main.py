@@ -53,6 +53,9 @@ def build(
                                               rich_help_panel="Harness"),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", help="Number of loops to run.", rich_help_panel="Run"),
     workspace: Path = typer.Option(Path("hoh-work"), "--workspace", "-w", help=WS_HELP, rich_help_panel="Run"),
+    project: Optional[Path] = typer.Option(None, "--project", help="An existing project directory to work on "
+                                           "(its files, with or without git history, are loop 1's start); by "
+                                           "default a new empty project inside the workspace.", rich_help_panel="Run"),
     config: Optional[Path] = typer.Option(None, "--config", help="A hoh.yaml to start from.", rich_help_panel="Run"),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: key.sub=value (repeatable).",
                                    rich_help_panel="Run"),
@@ -68,7 +71,7 @@ def build(
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops})
     with LiveProgress(err, quiet) as progress:
-        report = api.build(spec, workspace, cfg, force=force, notify=progress)
+        report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
     _finish(report, workspace)
 
 
@@ -91,10 +94,26 @@ def resume(
 def status(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    verify: bool = typer.Option(False, "--verify", help="Re-hash everything finished loops left and report any "
+                                "tampering (exit 1)."),
+    repair: bool = typer.Option(False, "--repair", help="With --verify: put tampered sealed files back."),
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
     from .. import api
     from .status import render_status
+    if verify or repair:
+        found = api.verify(workspace, repair=repair)
+        if as_json:
+            print(json.dumps(found, indent=2))
+        for line in found["repaired"]:
+            out.print(f"repaired: {line}", markup=False, highlight=False, soft_wrap=True)
+        for line in found["problems"]:
+            _error(line)
+        if found["problems"]:
+            raise typer.Exit(1)
+        if not as_json:
+            out.print("verified: every finished loop's state, tag and history object is as it was sealed")
+        return
     data = api.status(workspace)
     if as_json:
         out.print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))

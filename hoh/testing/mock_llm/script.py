@@ -16,8 +16,8 @@ Steps (one key each; `final` must come last)::
     {"call": {"name": "read", "arguments": {"path": "x"}}}             # a raw call of an advertised tool
     {"final": "<text>"}  or  {"final": {...JSON...}}                    # objects are sent as compact JSON
 
-Strings in steps may hold `{{candidate_id}}` and `{{evidence_dir}}` (read from the
-prompt lines `Candidate id: ...` / `Evidence dir: ...`) and `{{role}}`, `{{loop}}`, `{{attempt}}`.
+Strings in steps may hold `{{candidate_id}}`, `{{candidate_dir}}` and `{{evidence_dir}}` (read from
+the prompt's fact lines, `hoh.markers`) and `{{role}}`, `{{loop}}`, `{{attempt}}`.
 
 The decision depends only on the request, because clients retry:
 
@@ -180,7 +180,7 @@ def prompt_values(view: RequestView, marker: Marker | None) -> dict[str, str]:
     if marker is not None:
         texts.insert(0, texts[marker.message_index])
     values: dict[str, str] = {}
-    for name in ("candidate_id", "evidence_dir"):
+    for name in ("candidate_id", "evidence_dir", "candidate_dir"):
         found = next((f for t in texts if (f := find_fact(name, t))), None)
         if found is not None:
             values[name] = found
