@@ -1,0 +1,306 @@
+"""One plain model of a run, read from a workspace's state files: what `hoh report` renders.
+
+This is the only module of the report that knows where facts live on disk. It reads through the
+existing readers — `open_workspace` (identity, spec, config), `runtime.status.workspace_status`
+(the journal's per-loop stats), `Ledger.load`, `load_state` for each loop's plan/developer/
+candidate/qa — plus one small fold of its own over the journal (`_journal_facts`: per-role wall
+time and attempts, the stop reason) and one `git show --numstat` for the diff stats. When the
+journal or status code changes, only this module needs adjusting; the templates see `RunModel`.
+
+Reading never writes: a workspace mid-run is read as it stands (every state file is written
+whole, a torn last journal line is ignored), and the model says the run is live when another
+hoh process holds the workspace lock. A corrupt state file raises `StateError` naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import HohError, StateError
+from ..evidence.ledger import Ledger
+from ..paths import ROLES, WorkspacePaths
+from ..runtime.journal import Journal
+from ..runtime.status import workspace_status
+from ..runtime.workspace import Workspace, load_state, open_workspace
+
+INLINE_FILE_BYTES = 1500
+"""Text evidence shown inline per file; longer files are cut and linked whole."""
+INLINE_LOOP_BYTES = 6000
+"""Inline evidence per loop, so a 200-loop report stays a few MB whatever QA saved."""
+DIFF_FILES_SHOWN = 25
+
+
+@dataclass
+class RoleSetting:
+    """Which harness and model a role ran on."""
+
+    harness: str
+    model: str | None = None
+    base_url: str | None = None
+
+
+@dataclass
+class Attempt:
+    role: str
+    attempt: int
+    ok: bool
+    outcome: str
+    seconds: float
+    errors: list[str]
+    rel_dir: str
+    """The attempt's directory (prompt, inputs, events, result), relative to the workspace."""
+
+
+@dataclass
+class EvidenceFile:
+    name: str
+    rel_path: str
+    """Relative to the workspace root."""
+    size: int
+    text: str | None = None
+    """The inline excerpt; None for binary files or once the loop's inline budget is spent."""
+    truncated: bool = False
+
+
+@dataclass
+class DiffStat:
+    files: list[tuple[str, int | None, int | None]]
+    """(path, lines added, lines deleted); None counts for binary files. At most DIFF_FILES_SHOWN."""
+    changed: int
+    added: int
+    deleted: int
+
+
+@dataclass
+class LoopModel:
+    """One loop as far as it got: its status, its role outputs and what they cost."""
+
+    loop: int
+    status: str
+    """pass | partial | fail | unverified | <role>_failed | running (unfinished)."""
+    verdict: str | None
+    candidate_id: str | None
+    criteria_verified: int
+    criteria_total: int
+    seconds: float
+    issues: dict[str, int] | None
+    """Ledger counts by status after the loop (open, fixed_pending_verify, closed, reopened)."""
+    usage: dict[str, dict[str, Any]]
+    """role → input/cached/output/reasoning tokens and cost_usd (None when the harness gave none)."""
+    role_seconds: dict[str, float]
+    attempts: list[Attempt]
+    failures: list[dict[str, Any]]
+    """`role_failed` events: role, attempts, errors."""
+    plan: dict[str, Any] | None = None
+    developer: dict[str, Any] | None = None
+    candidate: dict[str, Any] | None = None
+    qa: dict[str, Any] | None = None
+    evidence: dict[str, EvidenceFile] = field(default_factory=dict)
+    diffstat: DiffStat | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+    def tokens(self, role: str | None = None) -> int:
+        roles = [role] if role else list(self.usage)
+        return sum(self.usage[r]["input_tokens"] + self.usage[r]["output_tokens"] for r in roles)
+
+    def cost(self, role: str | None = None) -> float | None:
+        costs = [self.usage[r]["cost_usd"] for r in ([role] if role else list(self.usage))]
+        known = [c for c in costs if c is not None]
+        return round(sum(known), 6) if known else None
+
+    def acceptance(self) -> dict[str, dict[str, Any]]:
+        """Acceptance id → the plan's condition (and its task), for QA's criteria."""
+        out: dict[str, dict[str, Any]] = {}
+        for task in (self.plan or {}).get("tasks", []):
+            for acc in task.get("acceptance", []):
+                out[acc["id"]] = {**acc, "task": task["id"]}
+        return out
+
+
+@dataclass
+class RunModel:
+    """A workspace's run: header facts, every loop, the ledger. Plain data for the templates."""
+
+    workspace: Path
+    title: str
+    spec_sha256: str
+    roles: dict[str, RoleSetting]
+    mode: str
+    mechanisms: dict[str, bool]
+    state: str
+    """finished | running | interrupted | stopped | error | not started (as `hoh status`)."""
+    live: bool
+    target_loops: int
+    loops_finished: int
+    stop_reason: str | None
+    sessions: int
+    """How many times the run was started (1 + resumes)."""
+    usage: dict[str, Any]
+    loops: list[LoopModel]
+    issues: list[dict[str, Any]]
+    behaviours: list[dict[str, Any]]
+    diff_note: str | None = None
+    """Why diff stats are missing, when the project history could not be read."""
+
+    @property
+    def tokens(self) -> int:
+        return self.usage["input_tokens"] + self.usage["output_tokens"]
+
+    def role_tokens(self, role: str) -> int:
+        return sum(lp.tokens(role) for lp in self.loops)
+
+    def role_cost(self, role: str) -> float | None:
+        known = [c for lp in self.loops if (c := lp.cost(role)) is not None]
+        return round(sum(known), 6) if known else None
+
+    def role_seconds(self, role: str) -> float:
+        return round(sum(lp.role_seconds.get(role, 0.0) for lp in self.loops), 3)
+
+
+def read_run(root: Path) -> RunModel:
+    """Read the run in workspace `root`. Raises UsageError (not a workspace) or StateError (corrupt)."""
+    ws = open_workspace(Path(root))
+    paths = ws.paths
+    try:
+        status = workspace_status(ws)
+        facts = _journal_facts(Journal(paths.journal))
+    except (KeyError, TypeError, AttributeError) as err:
+        raise StateError(f"{paths.journal}: an event lacks {err}; restore the journal from a backup") from None
+    ledger = Ledger.load(paths.ledger)
+    loops = [_loop(paths, entry, facts) for entry in status["loops"]]
+    model = RunModel(
+        workspace=paths.root, title=spec_title(paths.spec.read_text(encoding="utf-8")),
+        spec_sha256=ws.identity["spec_sha256"], roles=role_settings(ws),
+        mode=ws.config.mode, mechanisms=ws.config.mechanisms.model_dump(), state=status["state"],
+        live=status["state"] == "running", target_loops=status["target_loops"],
+        loops_finished=status["loops_finished"], stop_reason=facts["stop_reason"], sessions=facts["sessions"],
+        usage=status["usage"], loops=loops, issues=ledger.issues, behaviours=ledger.behaviours)
+    try:
+        stats = diff_stats(ws, [lp.candidate["commit"] for lp in loops if lp.candidate])
+    except HohError as err:
+        model.diff_note = f"diff stats unavailable: {err}"
+    else:
+        for lp in loops:
+            if lp.candidate:
+                lp.diffstat = stats.get(lp.candidate["commit"])
+    return model
+
+
+def role_settings(ws: Workspace) -> dict[str, RoleSetting]:
+    """Harness and model per role. Today every role runs on `harness.*`; a per-role override
+    (`roles.<role>.*`) only has to be merged here."""
+    h = ws.config.harness
+    return {role: RoleSetting(h.name, h.model, h.base_url) for role in ROLES}
+
+
+def spec_title(spec: str) -> str:
+    for line in spec.splitlines():
+        if m := re.match(r"^#\s+(.+?)\s*#*\s*$", line):
+            return m.group(1)
+    first = next((line.strip() for line in spec.splitlines() if line.strip()), "")
+    return first[:80] or "untitled spec"
+
+
+def _journal_facts(journal: Journal) -> dict[str, Any]:
+    """What `workspace_status` does not give: each attempt, role failures, the stop reason."""
+    attempts: dict[int, list[dict[str, Any]]] = {}
+    failures: dict[int, list[dict[str, Any]]] = {}
+    last_run: dict[str, Any] | None = None
+    sessions = 0
+    for ev in journal.events():
+        kind = ev["event"]
+        if kind == "attempt_finished":
+            attempts.setdefault(ev["loop"], []).append(ev)
+        elif kind == "role_failed":
+            failures.setdefault(ev["loop"], []).append(ev)
+        elif kind == "run_started":
+            sessions += 1
+            last_run = None
+        elif kind == "run_finished":
+            last_run = ev
+    reason = None
+    if last_run is not None and last_run["status"] != "finished":
+        reason = f"{last_run['status']}: {last_run.get('error') or 'no detail recorded'}"
+    return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions}
+
+
+def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -> LoopModel:
+    t = entry["loop"]
+    lp = paths.loop(t)
+    attempts = [Attempt(ev["role"], ev["attempt"], ev["ok"], ev["outcome"], float(ev.get("seconds") or 0.0),
+                        list(ev.get("errors") or []), paths.rel(lp.attempt_dir(ev["role"], ev["attempt"])))
+                for ev in facts["attempts"].get(t, [])]
+    role_seconds = {role: round(sum(a.seconds for a in attempts if a.role == role), 3) for role in ROLES}
+    model = LoopModel(
+        loop=t, status=entry["status"], verdict=entry["verdict"], candidate_id=entry["candidate_id"],
+        criteria_verified=entry["criteria_verified"], criteria_total=entry["criteria_total"],
+        seconds=entry["seconds"], issues=entry["issues"], usage=entry["usage"], role_seconds=role_seconds,
+        attempts=attempts, failures=[{"role": f["role"], "attempts": f["attempts"], "errors": f["errors"]}
+                                     for f in facts["failures"].get(t, [])])
+    required = {"plan": ("goal", "tasks"), "developer": ("summary", "tasks"),
+                "candidate": ("candidate_id", "commit", "parent"), "qa": ("verdict", "criteria", "preserved", "findings")}
+    for name, keys in required.items():
+        path: Path = getattr(lp, name)
+        if path.exists():
+            setattr(model, name, load_state(path, ("schema_version", *keys)))
+    model.evidence = _evidence(paths, lp.evidence)
+    return model
+
+
+def _evidence(paths: WorkspacePaths, folder: Path) -> dict[str, EvidenceFile]:
+    """The loop's evidence files (QA's, copied in after validation), with inline text excerpts."""
+    if not folder.is_dir():
+        return {}
+    found: dict[str, EvidenceFile] = {}
+    budget = INLINE_LOOP_BYTES
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        name = path.relative_to(folder).as_posix()
+        item = EvidenceFile(name, paths.rel(path), path.stat().st_size)
+        if budget > 0:
+            with open(path, "rb") as fh:
+                head = fh.read(min(INLINE_FILE_BYTES, budget))
+            item.truncated = item.size > len(head)
+            item.text = _text_excerpt(head, item.truncated)
+            if item.text is not None:
+                budget -= len(head)
+        found[name] = item
+    return found
+
+
+def _text_excerpt(head: bytes, cut: bool) -> str | None:
+    """The bytes as text, or None when they are not UTF-8 text (a cut may split one character)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if not cut or err.start < len(head) - 3:
+            return None
+        text = head[:err.start].decode("utf-8")
+    return None if "\x00" in text else text
+
+
+def diff_stats(ws: Workspace, commits: list[str]) -> dict[str, DiffStat]:
+    """commit → its change against its parent, the previous candidate (one git call for all)."""
+    if not commits:
+        return {}
+    out = ws.repo.git("show", "--numstat", "--format=\x01%H", "--no-renames", *commits)
+    stats: dict[str, DiffStat] = {}
+    current: DiffStat | None = None
+    for line in str(out).splitlines():
+        if line.startswith("\x01"):
+            current = stats.setdefault(line[1:].strip(), DiffStat([], 0, 0, 0))
+        elif line.strip() and current is not None:
+            added, deleted, path = line.split("\t", 2)
+            a = int(added) if added.isdigit() else None
+            d = int(deleted) if deleted.isdigit() else None
+            current.changed += 1
+            current.added += a or 0
+            current.deleted += d or 0
+            if len(current.files) < DIFF_FILES_SHOWN:
+                current.files.append((path, a, d))
+    return stats
