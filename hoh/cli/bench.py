@@ -22,6 +22,7 @@ from ..bench.tasks import load_suite
 from ..bench.trial import TrialSpec, stop_harness
 from ..bench.verifier import unavailable_reasons
 from ..config import HohConfig, apply_overrides, load_config
+from ..errors import UsageError
 
 app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False,
                   help="Benchmark runner: one hoh build per task, graded after every loop (HoH@1..@T).")
@@ -194,11 +195,28 @@ def run(
 @app.command()
 def report(
     out_dir: Path = typer.Argument(..., help="A run directory (-o of hoh bench run)."),
-    compare: Optional[Path] = typer.Option(None, "--compare", help="Another run directory to show side by side."),
+    compare: list[Path] = typer.Option([], "--compare", help="Another run directory to show beside OUT "
+                                       "(repeatable: vanilla, continuation, ablations...)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    html: bool = typer.Option(False, "--html", help="Write a self-contained HTML report with HoH@k curves."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="With --html: the file to write "
+                                          "(default: OUT/report.html)."),
 ) -> None:
     """Summarise a run (mean score per loop, pass rate, tokens); with --compare, per-task deltas."""
-    if compare is None:
+    if html:
+        if as_json:
+            raise UsageError("--html and --json are two outputs; choose one")
+        from ..report import write_bench_report
+
+        path, bench = write_bench_report([out_dir, *compare], output)
+        for run in bench.runs:
+            curve = " → ".join(f"HoH@{p['loop']} {fmt(p['mean'])}" for p in run.curve())
+            print(f"{run.label}: {curve}")
+        print(f"report: {path}")
+        return
+    if output is not None:
+        raise UsageError("-o names the HTML file; add --html")
+    if not compare:
         paths, summary = report_run(out_dir)
         if as_json:
             print(json.dumps(summary, indent=2))
@@ -206,11 +224,16 @@ def report(
         render_summary(out, summary)
         out.print(f"summary: {paths.summary_md}")
         return
-    cmp, text = compare_runs(out_dir, compare)
+    comparisons = [compare_runs(out_dir, other) for other in compare]
     if as_json:
-        print(json.dumps(cmp, indent=2))
+        print(json.dumps(comparisons[0][0] if len(comparisons) == 1 else [c for c, _ in comparisons], indent=2))
         return
-    out.print(f"A = {out_dir}: {cmp['a']}\nB = {compare}: {cmp['b']}", markup=False, highlight=False)
+    for other, (cmp, _) in zip(compare, comparisons):
+        render_comparison(out_dir, other, cmp)
+
+
+def render_comparison(out_dir: Path, other: Path, cmp: dict[str, Any]) -> None:
+    out.print(f"A = {out_dir}: {cmp['a']}\nB = {other}: {cmp['b']}", markup=False, highlight=False)
     for title, rows, key in (("metric", cmp["rows"], "metric"), ("task", cmp["tasks"], "task")):
         table = Table(show_edge=False)
         for col in (title, "A", "B", "B − A"):

@@ -74,6 +74,10 @@ def _style(ax, xlabel: str, ylabel: str) -> None:
     ax.grid(axis="y", alpha=0.3)
 
 
+def _legend_above(ax, entries: int) -> None:
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=min(entries, 4), frameon=False)
+
+
 def _bars(ax, plot: str, series: str, xs: list[int], heights: list[float], bottoms: list[float] | None = None,
           **kw: Any) -> None:
     bars = ax.bar(xs, heights, bottom=bottoms, width=0.8, **kw)
@@ -209,12 +213,16 @@ def _curves(report: BenchReport) -> Plot:
         lows = [p["min"] for p in curve if p["mean"] is not None]
         highs = [p["max"] for p in curve if p["mean"] is not None]
         top = max([top, *highs])
+        if len(ks) == 1 and report.max_loops > 1:
+            # a one-pass run (vanilla, the oracle) is a reference level across every k
+            ax.axhline(means[0], color=colour, ls="--", lw=1.5, label=f"{run.label} (one pass)", gid=f"curves-mean-{n}")
+            continue
         ax.fill_between(ks, lows, highs, color=colour, alpha=0.12, lw=0, gid=f"curves-range-{n}")
         ax.plot(ks, means, color=colour, marker="o", lw=2, label=run.label, gid=f"curves-mean-{n}")
     ax.set_xlim(0.75, max([r.loops for r in report.runs] + [1]) + 0.25)
     ax.set_ylim(0, top * 1.08)
     _style(ax, "loop k", "score (mean; band: task range)")
-    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    _legend_above(ax, len(report.runs))
     return Plot("curves", "HoH@k: mean score after loop k, with the range over tasks", _svg(fig, "curves"), data)
 
 
@@ -237,5 +245,5 @@ def _final_by_task(report: BenchReport) -> Plot:
     ax.set_xlabel("final score")
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    _legend_above(ax, len(runs))
     return Plot("final", "Final score per task", _svg(fig, "final"), data)
