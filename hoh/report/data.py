@@ -29,7 +29,10 @@ from ..runtime.workspace import Workspace, load_state, open_workspace
 INLINE_FILE_BYTES = 1500
 """Text evidence shown inline per file; longer files are cut and linked whole."""
 INLINE_LOOP_BYTES = 6000
-"""Inline evidence per loop, so a 200-loop report stays a few MB whatever QA saved."""
+"""Inline evidence per loop."""
+INLINE_TOTAL_BYTES = 400_000
+"""Inline evidence in the whole report, handed out newest loop first: a 200-loop report stays
+within its 3 MB whatever QA saved; older loops' evidence is then linked, not inlined."""
 DIFF_FILES_SHOWN = 25
 
 
@@ -174,6 +177,9 @@ def read_run(root: Path) -> RunModel:
         raise StateError(f"{paths.journal}: an event lacks {err}; restore the journal from a backup") from None
     ledger = Ledger.load(paths.ledger)
     loops = [_loop(paths, entry, facts) for entry in status["loops"]]
+    budget = INLINE_TOTAL_BYTES
+    for lp in reversed(loops):
+        lp.evidence, budget = _evidence(paths, paths.loop(lp.loop).evidence, budget)
     model = RunModel(
         workspace=paths.root, title=spec_title(paths.spec.read_text(encoding="utf-8")),
         spec_sha256=ws.identity["spec_sha256"], roles=role_settings(ws),
@@ -249,16 +255,17 @@ def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -
         path: Path = getattr(lp, name)
         if path.exists():
             setattr(model, name, load_state(path, ("schema_version", *keys)))
-    model.evidence = _evidence(paths, lp.evidence)
     return model
 
 
-def _evidence(paths: WorkspacePaths, folder: Path) -> dict[str, EvidenceFile]:
-    """The loop's evidence files (QA's, copied in after validation), with inline text excerpts."""
+def _evidence(paths: WorkspacePaths, folder: Path, total: int) -> tuple[dict[str, EvidenceFile], int]:
+    """The loop's evidence files (QA's, copied in after validation), with inline text excerpts
+    while the budget lasts; returns them and what is left of the report's `total` budget."""
     if not folder.is_dir():
-        return {}
+        return {}, total
     found: dict[str, EvidenceFile] = {}
-    budget = INLINE_LOOP_BYTES
+    budget = min(INLINE_LOOP_BYTES, total)
+    spent = 0
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
         name = path.relative_to(folder).as_posix()
         item = EvidenceFile(name, paths.rel(path), path.stat().st_size)
@@ -269,8 +276,9 @@ def _evidence(paths: WorkspacePaths, folder: Path) -> dict[str, EvidenceFile]:
             item.text = _text_excerpt(head, item.truncated)
             if item.text is not None:
                 budget -= len(head)
+                spent += len(head)
         found[name] = item
-    return found
+    return found, total - spent
 
 
 def _text_excerpt(head: bytes, cut: bool) -> str | None:

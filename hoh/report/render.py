@@ -99,9 +99,12 @@ def bench_html(report: BenchReport) -> str:
 
 
 def write(html: str, out: Path) -> None:
-    """Write the page whole or not at all."""
+    """Write the page whole or not at all, readable as any file the user creates (a report is for sharing)."""
     try:
         atomic_write_text(out, html)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(out, 0o666 & ~mask)
     except OSError as err:
         raise UsageError(f"cannot write {out}: {err.strerror}") from None
 
