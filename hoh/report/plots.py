@@ -16,6 +16,7 @@ matplotlib is imported only when a report is drawn (`pip install 'hoh[report]'`)
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,16 +54,23 @@ def _figure(height: float = 2.7):
     return fig, fig.add_subplot()
 
 
-def _svg(fig, salt: str) -> str:
-    """The figure as an inline <svg> element: text kept as text, ids salted per plot so that
-    several plots in one page never share an id, no date so equal data gives equal bytes."""
+def _svg(fig, name: str) -> str:
+    """The figure as an inline <svg> element: text kept as text, no metadata or date (equal data
+    gives equal bytes), and every id prefixed with the plot's name, since matplotlib numbers its
+    groups per figure (`axes_1`, …) and several figures share one page."""
     import matplotlib
 
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Type": None, "Format": None})
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    prefix = f"{name}-"
+
+    def own(ident: str) -> str:
+        return ident if ident.startswith(prefix) else prefix + ident
+
+    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{own(m[1])}"', text[text.index("<svg"):])
+    return re.sub(r'(url\(#|href="#)([^")]+)', lambda m: m[1] + own(m[2]), svg)
 
 
 def _style(ax, xlabel: str, ylabel: str) -> None:
