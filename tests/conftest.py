@@ -137,3 +137,17 @@ def bench_runs(tmp_path_factory) -> dict[str, Path]:
             result = run_hoh("bench", "run", EXAMPLES, "--harness", name, *extra, "-o", runs[name], "-q", timeout=600)
             assert result.returncode == 0, result.stderr
     return runs
+
+
+@pytest.fixture(scope="session")
+def demo_ws(tmp_path_factory) -> Path:
+    """The README's demo, built and resumed through the real CLI: three loops, then one more."""
+    root = tmp_path_factory.mktemp("demo")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(root))
+        ws = root / "ws"
+        built = run_hoh("build", DEMO / "spec.md", "--harness", "scripted", "--loops", "3", "-w", ws, "-q")
+        assert built.returncode == 0, built.stderr
+        resumed = run_hoh("resume", "-w", ws, "--loops", "1", "-q")
+        assert resumed.returncode == 0, resumed.stderr
+    return ws

@@ -61,7 +61,8 @@ def make_long_workspace(root: Path, loops: int = 200, seed: int = 7) -> Path:
     return root
 
 
-def _history(paths: WorkspacePaths, root_commit: str, loops: int, rng: random.Random) -> dict[int, tuple[str, str, str]]:
+def _history(paths: WorkspacePaths, root_commit: str, loops: int,
+             rng: random.Random) -> dict[int, tuple[str, str, str]]:
     """loop → (commit, tree, parent) for every loop with a candidate, as real git objects."""
     files: dict[str, list[str]] = {}
     stream: list[bytes] = []
@@ -136,8 +137,9 @@ def _attempts(journal: _JournalWriter, t: int, role: str, rng: random.Random, fa
         journal.add("attempt_started", loop=t, role=role, attempt=attempt)
         journal.add("attempt_finished", elapsed=seconds, loop=t, role=role, attempt=attempt, ok=ok,
                     outcome="ok", errors=errors,
-                    usage={"input_tokens": tokens_in, "cached_input_tokens": tokens_in // 3, "output_tokens": tokens_out,
-                           "reasoning_tokens": 0, "cost_usd": cost}, violations=0, seconds=seconds)
+                    usage={"input_tokens": tokens_in, "cached_input_tokens": tokens_in // 3,
+                           "output_tokens": tokens_out, "reasoning_tokens": 0, "cost_usd": cost},
+                    violations=0, seconds=seconds)
     return tries
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DEMO, REPO, mini_script, run_hoh
+from conftest import REPO, mini_script, run_hoh
 from long_run import failed_loop, make_long_workspace
 from report_html import Page
 
@@ -35,20 +35,6 @@ def _fails_cleanly(result, *needles: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("hoh: "), result.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
-
-
-@pytest.fixture(scope="module")
-def demo_ws(tmp_path_factory) -> Path:
-    """The README's demo: three loops, then one more in a second session."""
-    root = tmp_path_factory.mktemp("demo")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(root))
-        ws = root / "ws"
-        built = run_hoh("build", DEMO / "spec.md", "--harness", "scripted", "--loops", "3", "-w", ws, "-q")
-        assert built.returncode == 0, built.stderr
-        resumed = run_hoh("resume", "-w", ws, "--loops", "1", "-q")
-        assert resumed.returncode == 0, resumed.stderr
-    return ws
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +111,8 @@ def test_demo_report_shows_every_loop_issue_and_plot(demo_ws):
     for behaviour in ledger["behaviours"]:
         assert page.ids[behaviour["id"]] == "tr"
     i1 = page.text[page.text.index('<tr id="I-0001"'):page.text.index('<tr id="I-0002"')]
-    assert re.findall(r'<em class="s-(\w+)">', i1) == ["closed", "open", "closed", "reopened", "closed"]  # now, then history
+    # its status now, then its history
+    assert re.findall(r'<em class="s-(\w+)">', i1) == ["closed", "open", "closed", "reopened", "closed"]
 
     # the plot data equals the state, and the SVG has a bar per loop and series
     data = page.plot_data()

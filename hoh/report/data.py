@@ -250,7 +250,8 @@ def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -
         attempts=attempts, failures=[{"role": f["role"], "attempts": f["attempts"], "errors": f["errors"]}
                                      for f in facts["failures"].get(t, [])])
     required = {"plan": ("goal", "tasks"), "developer": ("summary", "tasks"),
-                "candidate": ("candidate_id", "commit", "parent"), "qa": ("verdict", "criteria", "preserved", "findings")}
+                "candidate": ("candidate_id", "commit", "parent"),
+                "qa": ("verdict", "criteria", "preserved", "findings")}
     for name, keys in required.items():
         path: Path = getattr(lp, name)
         if path.exists():

@@ -44,13 +44,13 @@ class Plot:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def _figure(height: float = 2.7):
+def _figure(height: float = 3.0):
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise UsageError("the HTML report draws with matplotlib, which is not installed: "
                          "pip install 'hoh[report]'") from None
-    fig = Figure(figsize=(9.5, height), layout="constrained")
+    fig = Figure(figsize=(6.4, height), layout="constrained")
     return fig, fig.add_subplot()
 
 
@@ -73,14 +73,24 @@ def _svg(fig, name: str) -> str:
     return re.sub(r'(url\(#|href="#)([^")]+)', lambda m: m[1] + own(m[2]), svg)
 
 
-def _style(ax, xlabel: str, ylabel: str) -> None:
+def _style(ax, xlabel: str, ylabel: str, counts: bool = False) -> None:
     from matplotlib.ticker import MaxNLocator
 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if counts:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.spines[["top", "right"]].set_visible(False)
+    ax.set_axisbelow(True)
     ax.grid(axis="y", alpha=0.3)
+
+
+def _si(ax) -> None:
+    """Token counts as 15k / 1.5M rather than an axis-wide 1e7 offset."""
+    from matplotlib.ticker import EngFormatter
+
+    ax.yaxis.set_major_formatter(EngFormatter(sep=""))
 
 
 def _legend_above(ax, entries: int) -> None:
@@ -126,7 +136,8 @@ def _verdicts(loops, xs) -> Plot:
             "criteria_verified": [lp.criteria_verified for lp in loops],
             "criteria_total": [lp.criteria_total for lp in loops]}
     fig, ax = _figure()
-    _bars(ax, "verdicts", "total", xs, data["criteria_total"], color="none", edgecolor="#bbbbbb", label="criteria planned")
+    _bars(ax, "verdicts", "total", xs, data["criteria_total"], color="none", edgecolor="#bbbbbb",
+          label="criteria planned")
     colours = [VERDICT_COLOURS.get(s, OTHER) for s in data["status"]]
     _bars(ax, "verdicts", "verified", xs, data["criteria_verified"], color=colours)
     from matplotlib.patches import Patch
@@ -135,9 +146,9 @@ def _verdicts(loops, xs) -> Plot:
              (s == "other" and any(x not in VERDICT_COLOURS for x in data["status"]))]
     ax.legend(handles=[Patch(edgecolor="#bbbbbb", facecolor="none", label="criteria planned")]
               + [Patch(color=VERDICT_COLOURS.get(s, OTHER), label=f"verified · {s}") for s in shown],
-              loc="upper left", fontsize=8, ncols=len(shown) + 1, frameon=False)
-    ax.set_ylim(0, max(data["criteria_total"] + [1]) * 1.25)
-    _style(ax, "loop", "criteria")
+              loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=len(shown) + 1, frameon=False)
+    ax.set_ylim(0, max(data["criteria_total"] + [1]) * 1.05)
+    _style(ax, "loop", "criteria", counts=True)
     return Plot("verdicts", "Verdict and acceptance criteria verified per loop", _svg(fig, "verdicts"), data)
 
 
@@ -146,9 +157,9 @@ def _issues(loops, xs) -> Plot:
     stacks = {s: [(lp.issues or {}).get(s, 0) for lp in loops] for s in statuses}
     fig, ax = _figure()
     _stacked(ax, "issues", xs, stacks, ISSUE_COLOURS)
-    ax.legend(loc="upper left", fontsize=8, ncols=4, frameon=False)
-    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.2)
-    _style(ax, "loop", "issues in the ledger")
+    _legend_above(ax, 4)
+    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
+    _style(ax, "loop", "issues in the ledger", counts=True)
     return Plot("issues", "Issues by status after each loop", _svg(fig, "issues"), {"loop": xs, **stacks})
 
 
@@ -158,16 +169,17 @@ def _tokens(loops, xs, roles) -> Plot:
     fig, ax = _figure()
     _stacked(ax, "tokens", xs, stacks, ROLE_COLOURS)
     _style(ax, "loop", "tokens (input + output)")
+    _si(ax)
     handles, labels = ax.get_legend_handles_labels()
     if any(c is not None for c in cost):
         ax2 = ax.twinx()
-        line, = ax2.plot(xs, [c if c is not None else float("nan") for c in cost], color="black", marker=".",
-                         lw=1, label="cost (USD)", gid="tokens-cost")
+        line, = ax2.plot(xs, [c if c is not None else float("nan") for c in cost], color="black",
+                         marker="." if len(xs) <= BARS_UP_TO else None, lw=1, label="cost (USD)", gid="tokens-cost")
         ax2.set_ylabel("USD")
         ax2.set_ylim(bottom=0)
         handles, labels = handles + [line], labels + ["cost (USD)"]
-    ax.legend(handles, labels, loc="upper left", fontsize=8, ncols=4, frameon=False)
-    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.2)
+    ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=4, frameon=False)
+    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
     title = "Tokens per role per loop" + (", and cost" if any(c is not None for c in cost) else
                                           " (the harness reported no cost)")
     return Plot("tokens", title, _svg(fig, "tokens"), {"loop": xs, **stacks, "cost_usd": cost})
@@ -188,10 +200,13 @@ def _cumulative(loops, xs) -> Plot:
         ax2 = ax.twinx()
         ax2.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1, ls="--", gid="cumulative-tokens")
         ax2.set_ylabel("cumulative tokens", color=ROLE_COLOURS["planner"])
+        ax2.set_ylim(bottom=0)
+        _si(ax2)
         title = "Cumulative cost (solid) and tokens (dashed)"
     else:
         ax.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1.5, gid="cumulative-tokens")
         _style(ax, "loop", "cumulative tokens")
+        _si(ax)
         title = "Cumulative tokens (the harness reported no cost)"
     ax.set_ylim(bottom=0)
     return Plot("cumulative", title, _svg(fig, "cumulative"), {"loop": xs, "tokens": tokens, "cost_usd": cost})
@@ -201,8 +216,8 @@ def _wall_time(loops, xs, roles) -> Plot:
     stacks = {r: [round(lp.role_seconds.get(r, 0.0), 3) for lp in loops] for r in roles}
     fig, ax = _figure()
     _stacked(ax, "time", xs, stacks, ROLE_COLOURS)
-    ax.legend(loc="upper left", fontsize=8, ncols=3, frameon=False)
-    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.2)
+    _legend_above(ax, 3)
+    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
     _style(ax, "loop", "seconds (all attempts)")
     return Plot("time", "Wall time per role per loop", _svg(fig, "time"), {"loop": xs, **stacks})
 
@@ -216,7 +231,7 @@ def bench_plots(report: BenchReport) -> list[Plot]:
 
 
 def _curves(report: BenchReport) -> Plot:
-    fig, ax = _figure(3.2)
+    fig, ax = _figure()
     data: dict[str, Any] = {"runs": []}
     top = 1.0
     for n, run in enumerate(report.runs):
@@ -261,6 +276,7 @@ def _final_by_task(report: BenchReport) -> Plot:
     ax.invert_yaxis()
     ax.set_xlabel("final score")
     ax.spines[["top", "right"]].set_visible(False)
+    ax.set_axisbelow(True)
     ax.grid(axis="x", alpha=0.3)
     _legend_above(ax, len(runs))
     return Plot("final", "Final score per task", _svg(fig, "final"), data)
