@@ -4,7 +4,7 @@ A real scripted build costs about a second per loop, so a 200-loop history is sy
 through the real pieces wherever they exist: `create_workspace` (identity, config, spec, git repo),
 `Ledger.apply_loop` (issues opened, closed, reopened; behaviours verified and broken), `plan_markdown`,
 `dump_json`, and a real git history (one commit and tag per candidate, via `git fast-import`). The
-journal carries the Runtime's events with the fields `loop.py` and `roles.py` write, and every state
+journal carries the Runtime's own event classes (`hoh.runtime.events`) on a simulated clock, and every state
 file validates against `schemas/` (checked in test_report.py), so drift from the real format shows.
 
 Shape: three tasks per loop, QA checks with evidence files (some long, to exercise cutting), 0–3
@@ -23,7 +23,9 @@ from typing import Any
 from hoh.config import HohConfig, apply_overrides
 from hoh.evidence.ledger import Ledger
 from hoh.fsutil import dump_json
+from hoh.harness.base import Usage
 from hoh.paths import WorkspacePaths
+from hoh.runtime import events as ev
 from hoh.runtime.git import EPOCH
 from hoh.runtime.planmd import plan_markdown
 from hoh.runtime.workspace import create_workspace
@@ -44,17 +46,18 @@ def make_long_workspace(root: Path, loops: int = 200, seed: int = 7) -> Path:
     config = apply_overrides(HohConfig(), [f"harness.model={MODEL}", f"loops={loops}"], {"harness.name": "pi"})
     ws = create_workspace(root, spec, config)
     paths = ws.paths
-    commits = _history(paths, ws.identity["root_commit"], loops, rng)
+    root_commit = ws.identity["root_commit"]
+    commits = _history(paths, root_commit, loops, rng)
     journal = _JournalWriter(paths, start=EPOCH + 10_000)
     ledger = Ledger()
     half = loops // 2
-    journal.add("run_started", target_loops=half, resumed=False, harness="pi")
+    journal.add(ev.RunStarted(target_loops=half, resumed=False, harness="pi"))
     for t in range(1, loops + 1):
         if t == half + 1:
-            journal.add("run_finished", status="finished", loops_finished=half, error=None)
-            journal.add("run_started", target_loops=loops, resumed=True, harness="pi")
-        _loop(paths, t, commits, ledger, journal, rng)
-    journal.add("run_finished", status="finished", loops_finished=loops, error=None)
+            journal.add(ev.RunFinished(status="finished", loops_finished=half))
+            journal.add(ev.RunStarted(target_loops=loops, resumed=True, harness="pi"))
+        _loop(paths, t, commits, root_commit, ledger, journal, rng)
+    journal.add(ev.RunFinished(status="finished", loops_finished=loops))
     ledger.data["applied_through"] = loops
     ledger.save(paths.ledger)
     journal.write()
@@ -114,10 +117,10 @@ class _JournalWriter:
         self.clock = start
         self.lines: list[str] = []
 
-    def add(self, event: str, elapsed: float = 0.0, **fields: Any) -> None:
+    def add(self, event: ev.Event, elapsed: float = 0.0) -> None:
         self.clock += elapsed
         self.seq += 1
-        record = {"v": 1, "seq": self.seq, "time": round(self.clock, 3), "event": event, **fields}
+        record = {"v": 1, "seq": self.seq, "time": round(self.clock, 3), **event.to_json()}
         self.lines.append(json.dumps(record, ensure_ascii=False) + "\n")
 
     def write(self) -> None:
@@ -134,12 +137,10 @@ def _attempts(journal: _JournalWriter, t: int, role: str, rng: random.Random, fa
         tokens_out = {"planner": 900, "developer": 6000, "qa": 1800}[role] + rng.randrange(800)
         cost = round(tokens_in * 1.25e-6 + tokens_out * 1e-5, 6)
         seconds = round({"planner": 40, "developer": 300, "qa": 120}[role] * rng.uniform(0.5, 1.8), 3)
-        journal.add("attempt_started", loop=t, role=role, attempt=attempt)
-        journal.add("attempt_finished", elapsed=seconds, loop=t, role=role, attempt=attempt, ok=ok,
-                    outcome="ok", errors=errors,
-                    usage={"input_tokens": tokens_in, "cached_input_tokens": tokens_in // 3,
-                           "output_tokens": tokens_out, "reasoning_tokens": 0, "cost_usd": cost},
-                    violations=0, seconds=seconds)
+        journal.add(ev.AttemptStarted(loop=t, role=role, attempt=attempt))
+        usage = Usage(tokens_in, tokens_in // 3, tokens_out, 0, cost)
+        journal.add(ev.AttemptFinished(loop=t, role=role, attempt=attempt, ok=ok, outcome="ok", errors=errors,
+                                       usage=usage.to_json(), violations=0, seconds=seconds), elapsed=seconds)
     return tries
 
 
@@ -148,10 +149,11 @@ def _write(path: Path, data: Any) -> None:
     path.write_text(dump_json(data) if not isinstance(data, str) else data, encoding="utf-8")
 
 
-def _loop(paths: WorkspacePaths, t: int, commits, ledger: Ledger, journal: _JournalWriter, rng: random.Random) -> None:
+def _loop(paths: WorkspacePaths, t: int, commits, root_commit: str, ledger: Ledger, journal: _JournalWriter,
+          rng: random.Random) -> None:
     lp = paths.loop(t)
-    base = next((commits[k][0] for k in range(t - 1, 0, -1) if k in commits), None)
-    journal.add("loop_started", elapsed=1.0, loop=t, base_commit=base)
+    base = next((commits[k][0] for k in range(t - 1, 0, -1) if k in commits), root_commit)
+    journal.add(ev.LoopStarted(loop=t, base_commit=base), elapsed=1.0)
     active = ledger.ranked_active_issues()[:3]
     tasks = [{"id": f"T{k + 1}", "title": f"Feature {t}.{k + 1}: `card {t * 3 + k}` can be played",
               "details": f"Implement card {t * 3 + k} and its effect on the board.", "issues": [],
@@ -166,17 +168,17 @@ def _loop(paths: WorkspacePaths, t: int, commits, ledger: Ledger, journal: _Jour
     _attempts(journal, t, "planner", rng)
     _write(lp.plan, plan)
     _write(lp.plan_md, plan_markdown(plan))
-    journal.add("step_finished", loop=t, step="planner", status="ok", reused_plan=False)
+    journal.add(ev.StepFinished(loop=t, step="planner", reused_plan=False))
 
     if failed_loop(t):
         attempts = _attempts(journal, t, "developer", rng, fail_all=True)
         errors = ["(root): 'summary' is a required property"]
-        journal.add("role_failed", loop=t, role="developer", attempts=attempts, errors=errors)
-        journal.add("step_finished", loop=t, step="developer", status="failed")
+        journal.add(ev.RoleFailed(loop=t, role="developer", attempts=attempts, errors=errors))
+        journal.add(ev.StepFinished(loop=t, step="developer", status="failed"))
         ledger.apply_loop(t, plan, None, None, None)
-        journal.add("step_finished", loop=t, step="evidence", status="developer_failed")
-        journal.add("loop_finished", loop=t, status="developer_failed", candidate_id=None, verified=0, criteria=0,
-                    issues=ledger.counts())
+        journal.add(ev.StepFinished(loop=t, step="evidence", status="developer_failed"))
+        journal.add(ev.LoopFinished(loop=t, status="developer_failed", candidate_id=None, verified=0, criteria=0,
+                                    issues=ledger.counts()))
         return
 
     developer = {"schema_version": 1, "loop": t, "summary": f"implemented cards {t * 3}–{t * 3 + 2}",
@@ -185,13 +187,13 @@ def _loop(paths: WorkspacePaths, t: int, commits, ledger: Ledger, journal: _Jour
                  "known_gaps": []}
     _attempts(journal, t, "developer", rng)
     _write(lp.developer, developer)
-    journal.add("step_finished", loop=t, step="developer", status="ok")
+    journal.add(ev.StepFinished(loop=t, step="developer"))
 
     commit, tree, parent = commits[t]
     candidate_id = f"loop-{t:04d}-{tree[:12]}"
     _write(lp.candidate, {"schema_version": 1, "loop": t, "candidate_id": candidate_id, "commit": commit,
                           "tree": tree, "parent": parent, "tag": f"loop-{t:04d}"})
-    journal.add("step_finished", loop=t, step="freeze", candidate_id=candidate_id)
+    journal.add(ev.StepFinished(loop=t, step="freeze", candidate_id=candidate_id))
 
     def check(item_id: str, ok: bool) -> list[dict[str, str]]:
         name = f"{item_id}.txt"
@@ -226,9 +228,9 @@ def _loop(paths: WorkspacePaths, t: int, commits, ledger: Ledger, journal: _Jour
           "preserved": preserved, "findings": findings, "summary": f"{statuses.count('verified')} of {len(statuses)} hold"}
     _attempts(journal, t, "qa", rng)
     _write(lp.qa, qa)
-    journal.add("step_finished", loop=t, step="qa", status="ok", verdict=verdict)
+    journal.add(ev.StepFinished(loop=t, step="qa", verdict=verdict))
     ledger.apply_loop(t, plan, developer, candidate_id, qa)
-    journal.add("step_finished", loop=t, step="evidence", status=verdict)
-    journal.add("loop_finished", loop=t, status=verdict, candidate_id=candidate_id,
-                verified=sum(1 for c in criteria if c["status"] == "verified"), criteria=len(criteria),
-                issues=ledger.counts())
+    journal.add(ev.StepFinished(loop=t, step="evidence", status=verdict))
+    journal.add(ev.LoopFinished(loop=t, status=verdict, candidate_id=candidate_id,
+                                verified=sum(1 for c in criteria if c["status"] == "verified"), criteria=len(criteria),
+                                issues=ledger.counts()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -11,15 +12,14 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .. import api
-from ..config import HohConfig, apply_overrides, load_config
 from ..errors import HohError
-from ..runtime.loop import RunReport
 from . import bench as bench_cli
-from .progress import LiveProgress
-from .status import render_status, show_issue
+from .usage import UsageCommand
 
-app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False,
+# The runtime, the harness adapters and rich's tables are imported inside the commands that use
+# them, so `hoh --help` and `hoh status` load only what they need.
+
+app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
 out = Console()
 err = Console(stderr=True)
@@ -33,7 +33,7 @@ def _error(message: str) -> None:
     print(f"hoh: {message}", file=sys.stderr, flush=True)
 
 
-def _finish(report: RunReport, workspace: Path) -> None:
+def _finish(report, workspace: Path) -> None:
     if report.status == "finished":
         out.print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
         return
@@ -42,7 +42,7 @@ def _finish(report: RunReport, workspace: Path) -> None:
     raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def build(
     spec: Path = typer.Argument(..., help="The product spec, a Markdown file."),
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive (scripted, codex, ...).",
@@ -61,6 +61,9 @@ def build(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress.", rich_help_panel="Run"),
 ) -> None:
     """Start a new project from SPEC and run its loops."""
+    from .. import api
+    from ..config import HohConfig, apply_overrides, load_config
+    from .progress import LiveProgress
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops})
@@ -69,7 +72,7 @@ def build(
     _finish(report, workspace)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def resume(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", min=1,
@@ -77,17 +80,21 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
 ) -> None:
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
+    from .. import api
+    from .progress import LiveProgress
     with LiveProgress(err, quiet) as progress:
         report = api.resume(workspace, more_loops=loops, notify=progress)
     _finish(report, workspace)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def status(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
+    from .. import api
+    from .status import render_status
     data = api.status(workspace)
     if as_json:
         out.print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
@@ -95,16 +102,18 @@ def status(
         render_status(out, data)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def show(
     issue_id: str = typer.Argument(..., help="An issue id (I-0001) or a verified-behaviour id (V-0001)."),
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
 ) -> None:
     """Print one issue or verified behaviour with its whole history."""
+    from .. import api
+    from .status import show_issue
     show_issue(out, api.ledger_item(workspace, issue_id))
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def report(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     output: Optional[Path] = typer.Option(None, "--output", "-o",
@@ -118,7 +127,7 @@ def report(
     print(f"report: {path} ({run.loops_finished}/{run.target_loops} loops, {run.state}){live}")
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def doctor(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Check one harness; exit 1 if it is unusable."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -140,7 +149,7 @@ def doctor(
         raise typer.Exit(1)
 
 
-@app.command("mock-llm")
+@app.command("mock-llm", cls=UsageCommand)
 def mock_llm(
     script: Optional[Path] = typer.Option(None, help="JSON script of steps per role and loop."),
     port: int = typer.Option(0, help="0 picks a free port (see --port-file)."),
@@ -164,25 +173,27 @@ def main() -> None:
     # group is killed and the journal records the interruption (kill -9 is handled on resume).
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
+    # Typer's standalone mode owns usage errors (its usage message, exit 2) and turns Ctrl-C into
+    # exit 130, with no import of click here: recent typer releases vendor it. hoh's own errors
+    # pass through to be printed as one line.
     try:
-        code = app(standalone_mode=False)
+        app(standalone_mode=True)
     except HohError as e:
         _error(str(e))
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        _error("interrupted; continue with hoh resume -w WORKSPACE")
-        sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click's usage errors arrive here in non-standalone mode
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):  # click's form of KeyboardInterrupt
-            _error("interrupted; continue with hoh resume -w WORKSPACE")
-            sys.exit(130)
+        sys.exit(_interrupted())
+    except SystemExit as e:
+        if e.code == 130:
+            _interrupted()
         raise
-    if code == 130:  # typer turns KeyboardInterrupt (and our SIGTERM/SIGHUP) into exit code 130
-        _error("interrupted; continue with hoh resume -w WORKSPACE")
-    sys.exit(code if isinstance(code, int) else 0)
+    except Exception as e:
+        if os.environ.get("HOH_DEBUG"):
+            raise
+        _error(f"internal error: {type(e).__name__}: {e} (a bug in hoh; rerun with HOH_DEBUG=1 for the traceback)")
+        sys.exit(1)
+
+
+def _interrupted() -> int:
+    _error("interrupted; continue with hoh resume -w WORKSPACE")
+    return 130

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -23,7 +22,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
 from ..fsutil import atomic_write_json
-from .process import ProcessResult, run_process
+from .process import ProcessResult, call, run_process
 
 
 class Outcome(str, Enum):
@@ -43,6 +42,25 @@ class Outcome(str, Enum):
     def transient(self) -> bool:
         """Worth retrying with backoff before spending a role attempt."""
         return self in (Outcome.rate_limited, Outcome.network_error)
+
+
+ErrorPattern = tuple["re.Pattern[str]", Outcome]
+
+
+def compile_patterns(*pairs: tuple[str, Outcome]) -> tuple[ErrorPattern, ...]:
+    """Compile (regex, outcome) pairs, case-insensitive; write each regex word-bounded."""
+    return tuple((re.compile(regex, re.IGNORECASE), outcome) for regex, outcome in pairs)
+
+
+def outcome_of_status(status: int | None) -> Outcome | None:
+    """An HTTP status, when the harness reports one, decides before any message text."""
+    if status == 429:
+        return Outcome.rate_limited
+    if status in (401, 403):
+        return Outcome.auth_error
+    if status in (408, 502, 503, 504):
+        return Outcome.network_error
+    return Outcome.model_error if status is not None and status >= 400 else None
 
 
 Access = Literal["read-only", "write"]
@@ -72,18 +90,44 @@ class RoleRequest:
     """Facts the prompt also states (candidate id, evidence dir); fakes read them directly."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Usage:
+    """Tokens and cost of one or more harness runs: the one shape used in the journal, status and reports."""
+
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float | None = None
+    """None when no run reported or priced a cost: unknown, never 0."""
 
-    def add(self, other: "Usage") -> "Usage":
+    def __add__(self, other: "Usage") -> "Usage":
+        # An unknown cost adds nothing; the sum stays unknown only while every part is.
         cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
         return Usage(self.input_tokens + other.input_tokens, self.cached_input_tokens + other.cached_input_tokens,
                      self.output_tokens + other.output_tokens, self.reasoning_tokens + other.reasoning_tokens, cost)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Usage":
+        """Read a recorded usage; missing or null counts are 0, a missing cost is unknown."""
+        data = data or {}
+        cost = data.get("cost_usd")
+        return cls(*(int(data.get(f.name) or 0) for f in dataclasses.fields(cls)[:4]),
+                   float(cost) if cost is not None else None)
+
+    @classmethod
+    def sum(cls, items: Iterable["Usage"]) -> "Usage":
+        total = cls()
+        for item in items:
+            total = total + item
+        return total
 
 
 @dataclass
@@ -121,15 +165,26 @@ class HarnessAdapter(ABC):
 
     name: ClassVar[str]
     supports_resume: ClassVar[bool] = False
-    has_sandbox: ClassVar[bool] = False
-    """Whether the CLI itself can stop a read-only role from writing."""
     executable: ClassVar[str | None] = None
     """The CLI's usual command name; None for harnesses that ship inside hoh."""
     npm_package: ClassVar[str | None] = None
     tested_version: ClassVar[str | None] = None
 
+    error_patterns: ClassVar[tuple[ErrorPattern, ...]] = ()
+    """This CLI's error messages that name a rate limit, an auth or a network failure (see `outcome_of`)."""
+
     def __init__(self, config: HarnessConfig):
         self.config = config
+
+    def outcome_of(self, message: str, status: int | None = None) -> Outcome:
+        """Type an error the CLI reported: its HTTP status first, then this CLI's patterns, else a model error."""
+        by_status = outcome_of_status(status)
+        if by_status is not None:
+            return by_status
+        for pattern, outcome in self.error_patterns:
+            if pattern.search(message):
+                return outcome
+        return Outcome.model_error
 
     # ---- installation ------------------------------------------------------------------------
     @property
@@ -148,12 +203,11 @@ class HarnessAdapter(ABC):
         if path is None:
             return None
         try:
-            proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30,
-                                  stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
+            proc = call([path, "--version"], timeout=30)
+        except OSError:
             return None
-        match = re.search(r"\d+\.\d+\.\d+", proc.stdout + proc.stderr)
-        return match.group(0) if proc.returncode == 0 and match else None
+        match = re.search(r"\d+\.\d+\.\d+", proc.stdout.decode(errors="replace") + proc.stderr)
+        return match.group(0) if proc.ok and match else None
 
     def check_available(self) -> None:
         """Raise HarnessUnavailable, naming the install command, if this CLI cannot be used."""
@@ -286,15 +340,3 @@ def redact_files(paths: list[Path], secrets: list[str]) -> None:
             path.write_bytes(cleaned)
 
 
-def outcome_from_text(text: str, status: int | None = None) -> Outcome:
-    """Type a harness's error message (and HTTP status, when it gives one)."""
-    low = text.lower()
-    if status == 429 or "rate limit" in low or "429" in low or "too many requests" in low:
-        return Outcome.rate_limited
-    if status in (401, 403) or any(w in low for w in ("unauthorized", "401", "403", "api key", "authentication",
-                                                       "missing environment variable")):
-        return Outcome.auth_error
-    if any(w in low for w in ("connection", "econnreset", "econnrefused", "socket", "network", "terminated",
-                              "stream disconnected", "error sending request", "timed out")):
-        return Outcome.network_error
-    return Outcome.model_error

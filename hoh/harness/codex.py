@@ -9,12 +9,13 @@ hoh validates the reply itself.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, copy_credentials, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import (HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials,
+                   json_events)
+from .process import call
 
 PROVIDER = "hoh"
 
@@ -25,7 +26,14 @@ class CodexAdapter(HarnessAdapter):
     npm_package = "@openai/codex"
     tested_version = "0.171.0"
     supports_resume = True
-    has_sandbox = True
+    # What codex prints once its own retries are spent (HARNESSES.md §2.6); it gives no status field.
+    error_patterns = compile_patterns(
+        (r"\blast status: 429\b|\b429 Too Many Requests\b|\brate.?limit", Outcome.rate_limited),
+        (r"\bMissing environment variable\b|\b40[13] (Unauthorized|Forbidden)\b|\b(invalid|incorrect) api key\b",
+         Outcome.auth_error),
+        (r"\bstream disconnected\b|\berror sending request\b|\bconnection (refused|reset|closed)\b|\btimed out\b",
+         Outcome.network_error),
+    )
 
     def cwd(self, request: RoleRequest) -> Path:
         # A read-only role with a scratch dir (QA) runs in that dir under workspace-write, so the
@@ -83,7 +91,7 @@ class CodexAdapter(HarnessAdapter):
                 parsed.tool_calls += 1
             elif kind == "turn.completed":
                 u = event.get("usage") or {}
-                parsed.usage = parsed.usage.add(Usage(u.get("input_tokens", 0), u.get("cached_input_tokens", 0),
+                parsed.usage = parsed.usage + (Usage(u.get("input_tokens", 0), u.get("cached_input_tokens", 0),
                                                       u.get("output_tokens", 0), u.get("reasoning_output_tokens", 0)))
             elif kind == "error":
                 parsed.error = event.get("message") or "codex reported an error"
@@ -92,7 +100,7 @@ class CodexAdapter(HarnessAdapter):
                 failed = True
         # "error" events also announce retries; only a failed turn, or no answer at all, is a failure.
         if failed or (parsed.error and parsed.final_message is None):
-            parsed.error_outcome = outcome_from_text(parsed.error or "")
+            parsed.error_outcome = self.outcome_of(parsed.error or "")
         return parsed
 
     def sandbox_probe(self, scratch: Path) -> str:
@@ -104,11 +112,9 @@ class CodexAdapter(HarnessAdapter):
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
                "CODEX_HOME": str(home / ".codex"), "TMPDIR": str(home / "tmp")}
         try:
-            ok = subprocess.run([self.command, "sandbox", "--", "true"], cwd=probe_dir, env=env,
-                                capture_output=True, timeout=60, stdin=subprocess.DEVNULL).returncode == 0
-            subprocess.run([self.command, "sandbox", "--", "sh", "-c", "echo x > probe"], cwd=probe_dir, env=env,
-                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as err:
+            ok = call([self.command, "sandbox", "--", "true"], cwd=probe_dir, env=env, timeout=60).ok
+            call([self.command, "sandbox", "--", "sh", "-c", "echo x > probe"], cwd=probe_dir, env=env, timeout=60)
+        except OSError as err:
             return f"unknown: could not run the sandbox ({err})"
         if not ok:
             return "broken: `codex sandbox -- true` fails here; read-only roles rely on hoh's guard alone"

@@ -2,10 +2,11 @@
 
 This is the only module of the report that knows where facts live on disk. It reads through the
 existing readers — `open_workspace` (identity, spec, config), `runtime.status.workspace_status`
-(the journal's per-loop stats), `Ledger.load`, `load_state` for each loop's plan/developer/
-candidate/qa — plus one small fold of its own over the journal (`_journal_facts`: per-role wall
-time and attempts, the stop reason) and one `git show --numstat` for the diff stats. When the
-journal or status code changes, only this module needs adjusting; the templates see `RunModel`.
+(the journal's one fold: per-loop status, usage, attempts and wall time per role), `Ledger.load`,
+`load_state` for each loop's plan/developer/candidate/qa — plus one pass over the journal's typed
+events for what the fold does not keep (`_journal_facts`: each attempt's outcome, role failures,
+sessions, the stop reason) and one `git show --numstat` for the diff stats. When the journal or
+status code changes, only this module needs adjusting; the templates see `RunModel`.
 
 Reading never writes: a workspace mid-run is read as it stands (every state file is written
 whole, a torn last journal line is ignored), and the model says the run is live when another
@@ -19,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import HohError, StateError
+from ..errors import HohError
 from ..evidence.ledger import Ledger
+from ..fsutil import load_state
 from ..paths import ROLES, WorkspacePaths
+from ..runtime.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
 from ..runtime.journal import Journal
 from ..runtime.status import workspace_status
-from ..runtime.workspace import Workspace, load_state, open_workspace
+from ..runtime.workspace import Workspace, open_workspace
 
 INLINE_FILE_BYTES = 1500
 """Text evidence shown inline per file; longer files are cut and linked whole."""
@@ -170,11 +173,8 @@ def read_run(root: Path) -> RunModel:
     """Read the run in workspace `root`. Raises UsageError (not a workspace) or StateError (corrupt)."""
     ws = open_workspace(Path(root))
     paths = ws.paths
-    try:
-        status = workspace_status(ws)
-        facts = _journal_facts(Journal(paths.journal))
-    except (KeyError, TypeError, AttributeError) as err:
-        raise StateError(f"{paths.journal}: an event lacks {err}; restore the journal from a backup") from None
+    status = workspace_status(ws)
+    facts = _journal_facts(Journal(paths.journal))
     ledger = Ledger.load(paths.ledger)
     loops = [_loop(paths, entry, facts) for entry in status["loops"]]
     budget = INLINE_TOTAL_BYTES
@@ -214,41 +214,38 @@ def spec_title(spec: str) -> str:
 
 
 def _journal_facts(journal: Journal) -> dict[str, Any]:
-    """What `workspace_status` does not give: each attempt, role failures, the stop reason."""
-    attempts: dict[int, list[dict[str, Any]]] = {}
-    failures: dict[int, list[dict[str, Any]]] = {}
-    last_run: dict[str, Any] | None = None
+    """What the fold does not keep: each attempt, role failures, sessions, the stop reason."""
+    attempts: dict[int, list[AttemptFinished]] = {}
+    failures: dict[int, list[RoleFailed]] = {}
+    last_run: RunFinished | None = None
     sessions = 0
-    for ev in journal.events():
-        kind = ev["event"]
-        if kind == "attempt_finished":
-            attempts.setdefault(ev["loop"], []).append(ev)
-        elif kind == "role_failed":
-            failures.setdefault(ev["loop"], []).append(ev)
-        elif kind == "run_started":
-            sessions += 1
-            last_run = None
-        elif kind == "run_finished":
+    for record in journal.records():
+        ev = record.event
+        if isinstance(ev, AttemptFinished):
+            attempts.setdefault(ev.loop, []).append(ev)
+        elif isinstance(ev, RoleFailed):
+            failures.setdefault(ev.loop, []).append(ev)
+        elif isinstance(ev, RunStarted):
+            sessions, last_run = sessions + 1, None
+        elif isinstance(ev, RunFinished):
             last_run = ev
     reason = None
-    if last_run is not None and last_run["status"] != "finished":
-        reason = f"{last_run['status']}: {last_run.get('error') or 'no detail recorded'}"
+    if last_run is not None and last_run.status != "finished":
+        reason = f"{last_run.status}: {last_run.error or 'no detail recorded'}"
     return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions}
 
 
 def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -> LoopModel:
     t = entry["loop"]
     lp = paths.loop(t)
-    attempts = [Attempt(ev["role"], ev["attempt"], ev["ok"], ev["outcome"], float(ev.get("seconds") or 0.0),
-                        list(ev.get("errors") or []), paths.rel(lp.attempt_dir(ev["role"], ev["attempt"])))
-                for ev in facts["attempts"].get(t, [])]
-    role_seconds = {role: round(sum(a.seconds for a in attempts if a.role == role), 3) for role in ROLES}
+    attempts = [Attempt(ev.role, ev.attempt, ev.ok, ev.outcome, float(ev.seconds), list(ev.errors),
+                        paths.rel(lp.attempt_dir(ev.role, ev.attempt))) for ev in facts["attempts"].get(t, [])]
     model = LoopModel(
         loop=t, status=entry["status"], verdict=entry["verdict"], candidate_id=entry["candidate_id"],
         criteria_verified=entry["criteria_verified"], criteria_total=entry["criteria_total"],
-        seconds=entry["seconds"], issues=entry["issues"], usage=entry["usage"], role_seconds=role_seconds,
-        attempts=attempts, failures=[{"role": f["role"], "attempts": f["attempts"], "errors": f["errors"]}
-                                     for f in facts["failures"].get(t, [])])
+        seconds=entry["seconds"], issues=entry["issues"], usage=entry["usage"],
+        role_seconds={role: entry["role_seconds"].get(role, 0.0) for role in ROLES}, attempts=attempts,
+        failures=[{"role": f.role, "attempts": f.attempts, "errors": f.errors} for f in facts["failures"].get(t, [])])
     required = {"plan": ("goal", "tasks"), "developer": ("summary", "tasks"),
                 "candidate": ("candidate_id", "commit", "parent"),
                 "qa": ("verdict", "criteria", "preserved", "findings")}

@@ -6,14 +6,14 @@ the same commit ids whether or not the run was interrupted and resumed in betwee
 
 from __future__ import annotations
 
-import io
 import os
-import subprocess
-import tarfile
+import shutil
 from pathlib import Path
 
 from ..errors import HohError
+from ..harness.process import call
 
+GIT_TIMEOUT_SECONDS = 1800
 EPOCH = 1_700_000_000  # 2023-11-14; commit dates are EPOCH + loop, never the wall clock
 
 
@@ -35,13 +35,16 @@ class ProjectRepo:
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
         }
 
-    def git(self, *args: str, loop: int = 0, binary: bool = False) -> str | bytes:
-        proc = subprocess.run(
-            ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
-             "-c", "core.autocrlf=false", *args],
-            cwd=self.path, env=self._env(loop), capture_output=True, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise GitError(f"git {' '.join(args)} failed in {self.path}: {proc.stderr.decode(errors='replace').strip()}")
+    def git(self, *args: str, loop: int = 0, binary: bool = False, index: Path | None = None) -> str | bytes:
+        env = self._env(loop)
+        if index is not None:
+            env["GIT_INDEX_FILE"] = str(index)
+        argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
+                "-c", "core.autocrlf=false", *args]
+        proc = call(argv, cwd=self.path, env=env, timeout=GIT_TIMEOUT_SECONDS)
+        if not proc.ok:
+            why = "timed out" if proc.exit_code is None else proc.stderr.strip()
+            raise GitError(f"git {' '.join(args)} failed in {self.path}: {why}")
         return proc.stdout if binary else proc.stdout.decode().strip()
 
     def init(self) -> str:
@@ -73,8 +76,9 @@ class ProjectRepo:
     def empty_worktree(self) -> None:
         """Remove every file but .git (warm start off: the Developer starts from nothing)."""
         for child in self.path.iterdir():
-            if child.name != ".git":
-                subprocess.run(["rm", "-rf", str(child)], check=True)
+            if child.name == ".git":
+                continue
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
     def commit_all(self, parent: str, message: str, loop: int) -> str:
         """Commit the whole work tree as a child of `parent`; idempotent for equal trees."""
@@ -92,10 +96,15 @@ class ProjectRepo:
         return out.splitlines() if out else []
 
     def export(self, commit: str, dest: Path) -> None:
-        """Write a plain copy of `commit`'s tree to `dest` (no .git: QA gets no handle on history)."""
+        """Write a plain copy of `commit`'s tree to `dest` (no .git: QA gets no handle on history).
+
+        git itself checks the files out, through a throwaway index: nothing is held in memory and
+        no archive is unpacked (tarfile's extraction filters need Python 3.11.4+)."""
         dest.mkdir(parents=True, exist_ok=True)
-        if self.git("ls-tree", commit) == "":
-            return  # an empty tree archives to a bare zero block that tarfile rejects
-        data = self.git("archive", "--format=tar", commit, binary=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(dest, filter="tar")
+        index = self.path / ".git" / "hoh-export.index"
+        index.unlink(missing_ok=True)
+        try:
+            self.git("--work-tree", str(dest), "read-tree", commit, index=index)
+            self.git("--work-tree", str(dest), "checkout-index", "--all", "--force", index=index)
+        finally:
+            index.unlink(missing_ok=True)
