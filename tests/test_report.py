@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mini_script, run_hoh
+from conftest import DEMO, REPO, mini_script, run_hoh
 from long_run import failed_loop, make_long_workspace
 from report_html import Page
 
@@ -236,6 +236,18 @@ def test_a_live_run_is_reported_as_far_as_it_got(make_project, tmp_path):
     assert after.returncode == 0 and "(1/2 loops, interrupted)" in after.stdout
     page = Page(proj.ws / "report.html")
     assert "live" not in page.ids and "in progress, interrupted" in page.loop_sections()[2]
+
+
+def test_a_workspace_with_no_loop_yet(tmp_path):
+    from hoh.config import HohConfig
+    from hoh.runtime.workspace import create_workspace
+
+    ws = create_workspace(tmp_path / "ws", DEMO / "spec.md", HohConfig()).paths.root
+    result = run_hoh("report", "-w", ws)
+    assert result.returncode == 0 and "(0/3 loops, not started)" in result.stdout
+    page = Page(ws / "report.html")
+    assert page.plot_data() == {} and page.loop_sections() == {}
+    assert "No loop has finished yet: nothing to plot." in page.text and "No loop has started yet." in page.text
 
 
 def test_bad_input_writes_nothing(demo_ws, tmp_path):
