@@ -50,6 +50,8 @@ class RoleSetting:
 
 @dataclass
 class Attempt:
+    """One role attempt as the journal recorded it."""
+
     role: str
     attempt: int
     ok: bool
@@ -62,6 +64,8 @@ class Attempt:
 
 @dataclass
 class EvidenceFile:
+    """A file in a loop's evidence folder, with its inline excerpt when there is room for one."""
+
     name: str
     rel_path: str
     """Relative to the workspace root."""
@@ -73,6 +77,8 @@ class EvidenceFile:
 
 @dataclass
 class DiffStat:
+    """A candidate's change against the previous candidate."""
+
     files: list[tuple[str, int | None, int | None]]
     """(path, lines added, lines deleted); None counts for binary files. At most DIFF_FILES_SHOWN."""
     changed: int
