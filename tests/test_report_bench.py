@@ -118,3 +118,16 @@ def test_bad_input_writes_nothing(bench_runs, tmp_path):
 def test_compare_needs_a_run(bench_runs, tmp_path: Path, args):
     result = run_hoh("bench", "report", bench_runs["oracle"], *args, tmp_path / "none")
     _fails_cleanly(result, "not a benchmark run")
+
+
+def test_text_report_compares_with_each_run(bench_runs):
+    one = run_hoh("bench", "report", bench_runs["scripted"], "--compare", bench_runs["oracle"], "--json")
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout)["rows"][0] == {"metric": "HoH@1", "a": 0.5, "b": 1.0, "delta": 0.5}
+    two = run_hoh("bench", "report", bench_runs["scripted"], "--compare", bench_runs["oracle"],
+                  "--compare", bench_runs["scripted"], "--json")
+    assert two.returncode == 0, two.stderr
+    assert [c["rows"][0]["delta"] for c in json.loads(two.stdout)] == [0.5, 0.0]
+    human = run_hoh("bench", "report", bench_runs["scripted"], "--compare", bench_runs["oracle"],
+                    "--compare", bench_runs["scripted"])
+    assert human.returncode == 0 and human.stdout.count("B − A") == 4  # two tables per comparison
