@@ -21,20 +21,13 @@ import pytest
 from conftest import DEMO, REPO, mini_script, run_hoh
 from long_run import failed_loop, make_long_workspace
 from report_html import Page
+from test_cli import _fails_cleanly
 
 from hoh.report import data as report_data
 from hoh.report import write_workspace_report
 from hoh.resources import schema_errors
 
 MAX_BYTES = 3 * 1024 * 1024
-
-
-def _fails_cleanly(result, *needles: str) -> None:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hoh: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")

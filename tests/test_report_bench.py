@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_hoh
 from report_html import Page
+from test_cli import _fails_cleanly
 
 from hoh.bench.runner import report_run
 from hoh.report.bench_adapter import run_from_results
@@ -18,14 +19,6 @@ from hoh.report.bench_model import BenchReport, BenchRun, BenchTrial
 from hoh.report.render import bench_html
 
 TASKS = ["csvstat", "kvstore", "roman", "rpn", "wordfreq"]
-
-
-def _fails_cleanly(result, *needles: str) -> None:
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hoh: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def test_oracle_and_scripted_runs_show_hoh_curves(bench_runs, tmp_path):
