@@ -1,4 +1,4 @@
-"""The `hoh` command line: build, resume, status, show. The only place that prints."""
+"""The `hoh` command line: build, resume, status, show, report. The only place that prints."""
 
 from __future__ import annotations
 
@@ -130,6 +130,20 @@ def show(
     from .. import api
     from .status import show_issue
     show_issue(out, api.ledger_item(workspace, issue_id))
+
+
+@app.command(cls=UsageCommand)
+def report(
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="The HTML file to write (default: WORKSPACE/report.html)."),
+) -> None:
+    """A self-contained HTML report of a run: plots, the issue ledger, every loop with its evidence."""
+    from ..report import write_workspace_report
+
+    path, run = write_workspace_report(workspace, output)
+    live = " · the run is live: this shows what had finished" if run.live else ""
+    print(f"report: {path} ({run.loops_finished}/{run.target_loops} loops, {run.state}){live}")
 
 
 @app.command(cls=UsageCommand)
