@@ -92,12 +92,13 @@ def _history(paths: WorkspacePaths, root_commit: str, loops: int,
         made.append(t)
         parent_mark = f":{t}"
     marks = paths.root / "scratch" / "marks"
-    subprocess.run(["git", "fast-import", "--quiet", f"--export-marks={marks}"], cwd=paths.project,
+    git = ["git", "--git-dir", str(paths.history), "--work-tree", str(paths.project)]
+    subprocess.run([*git, "fast-import", "--quiet", f"--export-marks={marks}"], cwd=paths.project,
                    input=b"".join(stream), check=True, capture_output=True)
     by_mark = dict(line.split() for line in marks.read_text().splitlines())
     marks.unlink()
-    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=paths.project, check=True)
-    trees = subprocess.run(["git", "log", "--format=%H %T", "main"], cwd=paths.project, check=True,
+    subprocess.run([*git, "reset", "-q", "--hard", "main"], cwd=paths.project, check=True)
+    trees = subprocess.run([*git, "log", "--format=%H %T", "main"], cwd=paths.project, check=True,
                            capture_output=True, text=True).stdout
     tree_of = dict(line.split() for line in trees.splitlines())
     out, parent = {}, root_commit

@@ -300,7 +300,7 @@ def diff_stats(ws: Workspace, commits: list[str]) -> dict[str, DiffStat]:
     """commit → its change against its parent, the previous candidate (one git call for all)."""
     if not commits:
         return {}
-    out = ws.repo.git("show", "--numstat", "--format=\x01%H", "--no-renames", *commits)
+    out = ws.history.git("show", "--numstat", "--format=\x01%H", "--no-renames", *commits)
     stats: dict[str, DiffStat] = {}
     current: DiffStat | None = None
     for line in str(out).splitlines():
