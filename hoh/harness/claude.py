@@ -106,13 +106,13 @@ class ClaudeAdapter(HarnessAdapter):
 
     # ---- availability ------------------------------------------------------------------------
     def check_available(self) -> None:
-        super().check_available()
         for arg in self.config.extra_args:
             if arg.split("=", 1)[0] in BYPASS_FLAGS:
                 raise HarnessUnavailable(
                     f"claude: harness.extra_args sets '{arg}', but hoh sets each role's permissions itself "
                     "(plan for the Planner, acceptEdits inside Claude Code's sandbox for the Developer and QA) and "
                     "never bypasses them (as root Claude Code refuses bypassPermissions anyway); remove it")
+        super().check_available()
         missing = [tool for tool in ("bwrap", "socat") if shutil.which(tool) is None]
         if missing:
             raise HarnessUnavailable(

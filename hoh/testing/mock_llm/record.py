@@ -1,14 +1,16 @@
-"""Drive the real Codex CLI, OpenCode and Pi against the mock, check them, record their event streams.
+"""Drive the real Codex CLI, OpenCode, Pi and Claude Code against the mock, check them, record their event streams.
 
     npm install --prefix /tmp/hoh-clis @openai/codex@0.171.0 opencode-ai@1.18.33 \\
-        @mariozechner/pi-coding-agent@0.73.1
+        @mariozechner/pi-coding-agent@0.73.1 @anthropic-ai/claude-code@2.1.332
     python -m hoh.testing.mock_llm.record --clis /tmp/hoh-clis --lab /tmp/hoh-lab \\
         --out tests/data/harness_streams
 
 For each CLI and case it starts a fresh `MockLLM`, gives the CLI an isolated home, runs one
 developer prompt, checks the outcome (files byte-exact, final message in the events, exit
 code) and, with `--out`, writes `<out>/<cli>/<case>.jsonl` with the lab path replaced by
-`$LAB`. The recipes here (argv, env, config files) are the ones that were verified to work.
+`$LAB`. Claude Code gets its argv, environment and config from hoh's own adapter
+(`registry.create`), so the recording is what `hoh build` runs; the other recipes are the
+hand-verified ones.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from unittest import mock as _patch
+
+from ...config import HarnessConfig
+from ...harness import registry
+from ...harness.base import RoleRequest
 from .server import MockLLM
 
 API_KEY = "sk-mock-recording-0123456789"
@@ -32,11 +39,16 @@ AWKWARD = ("line 1: 'single' \"double\" `backtick` $HOME ${PATH} $(echo no) \\ba
            "\ttabbed line 2 — ünïcode ✓\n\nlast line without newline \\")
 CALC = 'import sys\n\na, op, b = sys.argv[1:4]\nprint(float(a) + float(b) if op == "+" else float(a) - float(b))\n'
 FINAL = {"status": "done", "candidate_id": "{{candidate_id}}", "files": ["calc.py", "notes/awkward.txt"]}
+PLANNED = {"status": "planned"}
 SCRIPT = {"developer": {"1": [
     {"write": {"path": "calc.py", "content": CALC}},
     {"write": {"path": "notes/awkward.txt", "content": AWKWARD}},
     {"shell": "python3 calc.py 1 + 2 > out.txt && wc -c < notes/awkward.txt > size.txt"},
     {"final": FINAL},
+]}, "planner": {"1": [  # a read-only role that tries to write anyway
+    {"shell": "echo hacked > calc.py"},
+    {"shell": "ls -a"},
+    {"final": PLANNED},
 ]}}
 EXPECTED_FINAL = json.dumps({**FINAL, "candidate_id": CANDIDATE}, separators=(",", ":"))
 CASES: dict[str, dict[str, Any]] = {  # case -> MockLLM settings
@@ -45,13 +57,18 @@ CASES: dict[str, dict[str, Any]] = {  # case -> MockLLM settings
     "http400": {"fail_mode": "400"},
     "minimal": {"minimal_sse": True},  # checked, not saved: same events as "success"
 }
-SAVED = ("success", "http500", "http400")
+ONLY_FOR = {  # cli -> extra cases run for it alone (its adapter gives the role)
+    "claude": {"denied": {}, "nokey": {}},  # a plan-mode Planner's write refused; no API key at all
+}
+CASE_ROLES = {"denied": "planner"}
+SAVED = ("success", "http500", "http400", "denied", "nokey")
 
 
-def prompt(evidence: Path) -> str:
-    return ("<!-- hoh:role=developer loop=1 attempt=1 -->\n"
-            f"Candidate id: {CANDIDATE}\nEvidence dir: {evidence}\n\n"
-            "Write calc.py and notes/awkward.txt, run the calculator, then answer with the JSON status.\n")
+def prompt(evidence: Path, role: str = "developer") -> str:
+    task = ("Write calc.py and notes/awkward.txt, run the calculator, then answer with the JSON status."
+            if role == "developer" else "Look at the project and answer with the JSON status.")
+    return (f"<!-- hoh:role={role} loop=1 attempt=1 -->\n"
+            f"Candidate id: {CANDIDATE}\nEvidence dir: {evidence}\n\n{task}\n")
 
 
 @dataclass
@@ -153,8 +170,24 @@ def pi(run: Run, bins: Path, base_url: str) -> tuple[list[str], dict[str, str], 
     return argv, env, run.work  # pi has no --cwd flag: it works in the process cwd
 
 
+def via_adapter(name: str, model: str) -> Callable[[Run, Path, str], tuple[list[str], dict[str, str], Path]]:
+    """The argv, environment and config files hoh's own adapter gives this case's role attempt."""
+    def recipe(run: Run, bins: Path, base_url: str) -> tuple[list[str], dict[str, str], Path]:
+        key_env = "HOH_RECORD_UNSET_KEY" if run.case == "nokey" else "MOCK_API_KEY"
+        adapter = registry.create(HarnessConfig(name=name, command=str(bins / name), model=model,
+                                                base_url=base_url, api_key_env=key_env))
+        role = CASE_ROLES.get(run.case, "developer")
+        request = RoleRequest(role=role, loop=1, attempt=1, prompt=prompt(run.root / "evidence", role),
+                              workdir=run.work, access="write" if role == "developer" else "read-only",
+                              home=run.home)
+        with _patch.patch.dict(os.environ, {"MOCK_API_KEY": API_KEY}):
+            adapter.prepare(request)
+            return adapter.build_argv(request), adapter.env(request), adapter.cwd(request)
+    return recipe
+
+
 HARNESSES: dict[str, Callable[[Run, Path, str], tuple[list[str], dict[str, str], Path]]] = {
-    "codex": codex, "opencode": opencode, "pi": pi}
+    "codex": codex, "opencode": opencode, "pi": pi, "claude": via_adapter("claude", "claude-sonnet-4-5")}
 
 
 def final_message(cli: str, events: list[dict[str, Any]]) -> tuple[str | None, str | None]:
@@ -172,6 +205,9 @@ def final_message(cli: str, events: list[dict[str, Any]]) -> tuple[str | None, s
                 text = e["part"]["text"]
             elif t == "error":
                 error = json.dumps(e.get("error"))
+        elif cli == "claude":
+            if t == "result":
+                text, error = (None, e.get("result")) if e.get("is_error") else (e.get("result"), None)
         elif t == "message_end" and e["message"].get("role") == "assistant":
             msg = e["message"]
             text = "".join(c.get("text", "") for c in msg.get("content", []) if c.get("type") == "text")
@@ -183,19 +219,19 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
     run = Run(lab, cli, case)
     run.fresh()
     log = run.root / "requests.jsonl"
-    with MockLLM(script=SCRIPT, log_path=log, **CASES[case]) as mock:
+    with MockLLM(script=SCRIPT, log_path=log, **{**CASES, **ONLY_FOR.get(cli, {})}[case]) as mock:
         argv, env, cwd = HARNESSES[cli](run, bins, mock.base_url)
         started = time.monotonic()
-        proc = subprocess.run(argv, input=prompt(run.root / "evidence"), env=env, cwd=cwd,
-                              capture_output=True, text=True, timeout=180)
+        proc = subprocess.run(argv, input=prompt(run.root / "evidence", CASE_ROLES.get(case, "developer")), env=env,
+                              cwd=cwd, capture_output=True, text=True, timeout=180)
         wall = time.monotonic() - started
         requests = mock.requests()
     (run.root / "stdout.jsonl").write_text(proc.stdout)
     (run.root / "stderr.log").write_text(proc.stderr)
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     text, error = final_message(cli, events)
-    problems = check(run, "success" if case == "minimal" else case, proc.returncode, text, error)
-    if API_KEY in log.read_text():
+    problems = check(run, "success" if case == "minimal" else case, proc.returncode, text, error, events)
+    if log.exists() and API_KEY in log.read_text():
         problems.append("API key leaked into the request log")
     return {"cli": cli, "case": case, "rc": proc.returncode, "wall": round(wall, 2), "requests": len(requests),
             "final": text, "error": error, "problems": problems, "stdout": proc.stdout, "root": run.root,
@@ -203,9 +239,17 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
             "matches": [(r["match"]["source"], r["match"]["step"], r["answer"].get("tool")) for r in requests]}
 
 
-def check(run: Run, case: str, rc: int, text: str | None, error: str | None) -> list[str]:
+def check(run: Run, case: str, rc: int, text: str | None, error: str | None,
+          events: list[dict[str, Any]]) -> list[str]:
     problems = []
-    if case == "success":
+    if case == "denied":
+        if rc != 0 or text != json.dumps(PLANNED, separators=(",", ":")):
+            problems.append(f"rc={rc}, final message {text!r}")
+        if (run.work / "calc.py").exists():
+            problems.append("the read-only role wrote calc.py")
+        if not any(e.get("subtype") == "permission_denied" for e in events):
+            problems.append("no permission_denied event")
+    elif case == "success":
         if rc != 0:
             problems.append(f"rc={rc}")
         if text != EXPECTED_FINAL:
@@ -239,13 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clis", type=Path, default=Path("/tmp/hoh-clis"), help="npm --prefix of the installed CLIs")
     p.add_argument("--lab", type=Path, default=Path("/tmp/hoh-lab"), help="scratch dir (homes, workdirs, logs)")
     p.add_argument("--out", type=Path, help="write sanitized event streams here")
-    p.add_argument("--only", default="codex,opencode,pi")
-    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--only", default="codex,opencode,pi,claude")
+    p.add_argument("--cases", help="default: every case that applies to the CLI")
     args = p.parse_args(argv)
     bins = args.clis / "node_modules" / ".bin"
     failed = 0
     for cli in args.only.split(","):
-        for case in args.cases.split(","):
+        cases = args.cases.split(",") if args.cases else [*CASES, *ONLY_FOR.get(cli, {})]
+        for case in cases:
             r = run_case(args.lab, bins, cli, case)
             status = "OK " if not r["problems"] else "BAD"
             failed += bool(r["problems"])
