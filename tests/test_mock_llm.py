@@ -421,6 +421,20 @@ def test_stall_sends_headers_then_goes_silent(mock: MockLLM) -> None:
     conn.close()
 
 
+def test_stall_mid_message_sends_the_first_frames_then_goes_silent(mock: MockLLM) -> None:
+    mock.control(fail_mode="stall", fail_count=1, stall_seconds=0.6, stall_after_frames=2)
+    conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=5)
+    started = time.monotonic()
+    conn.request("POST", "/v1/messages", body=json.dumps(messages_body(prompt())))
+    resp = conn.getresponse()
+    first = resp.read1(65536).decode()
+    assert "event: message_start" in first and "content_block_start" not in first
+    assert time.monotonic() - started < 0.4
+    rest = resp.read().decode()
+    assert time.monotonic() - started >= 0.6 and "event: message_stop" in rest
+    conn.close()
+
+
 def test_control_and_state_endpoints(mock: MockLLM) -> None:
     status, _, raw = request(mock, "POST", "/__control", {"fail_mode": "429", "fail_count": 2,
                                                           "script": {"qa": {"*": [{"final": "swapped"}]}}})

@@ -262,11 +262,12 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             frames = [json.dumps(api.json_body(view, decision)).encode()]
         try:
-            self._send_frames(frames, view.stream, failure, snap.stall_seconds)
+            self._send_frames(frames, view.stream, failure, snap.stall_seconds, snap.stall_after_frames)
         except OSError:
             self.close_connection = True  # the client went away; nothing left to tell it
 
-    def _send_frames(self, frames: list[bytes], stream: bool, failure: str | None, stall: float) -> None:
+    def _send_frames(self, frames: list[bytes], stream: bool, failure: str | None, stall: float,
+                     after: int = 0) -> None:
         self.send_response(200)
         if stream:
             self.send_header("Content-Type", "text/event-stream")
@@ -277,9 +278,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(sum(map(len, frames))))
         self.end_headers()
         self.wfile.flush()
-        if failure == "stall" and self.server.mock._stopping.wait(stall):
-            self._abort()
-            return
+        if failure == "stall":
+            sent, frames = (frames[:after], frames[after:]) if stream else ([], frames)
+            for frame in sent:
+                self._write(frame, stream)
+            if self.server.mock._stopping.wait(stall):
+                self._abort()
+                return
         if failure == "midstream":
             first = frames[0] if stream else frames[0][: max(1, len(frames[0]) // 2)]
             self._write(first, stream)
