@@ -85,6 +85,7 @@ def test_real_cli_builds_the_demo(name, reference, tmp_path):
         assert dev["harness"]["usage"]["cost_usd"] > 0 and dev["harness"]["denials"] == []
         assert written_by_tool(ws / "state/loops/0001/roles/developer/attempt-1", "Write") == [
             str(ws / "project" / "calc.py")]
+        assert not list(ws.glob("state/loops/*/evidence/.claude")) and not (ws / "project" / ".claude").exists()
     # No API key value in any workspace file.
     assert not [p for p in files_under(ws) if SENTINEL.encode() in p.read_bytes()]
     assert no_process_mentions(ws)

@@ -16,10 +16,11 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import HarnessUnavailable
-from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials, json_events
+from .base import (HarnessAdapter, HarnessResult, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
+                   copy_credentials, json_events)
 
 SANDBOX = {"sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
                        "allowUnsandboxedCommands": False}}
@@ -103,6 +104,18 @@ class ClaudeAdapter(HarnessAdapter):
         if not self.config.base_url and not self.config.api_key_env:
             user_dir = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
             copy_credentials(user_dir / ".credentials.json", self.config_dir(request) / ".credentials.json")
+
+    def run(self, request: RoleRequest, attempt_dir: Path,
+            on_spawn: Callable[[int], None] | None = None) -> HarnessResult:
+        result = super().run(request, attempt_dir, on_spawn)
+        # The sandbox leaves an empty `.claude/.cc-writes/` in the cwd: its bookkeeping, not the
+        # role's work (it would otherwise land in QA's evidence). Only empty dirs are removed.
+        for leftover in (".claude/.cc-writes", ".claude"):
+            try:
+                (self.cwd(request) / leftover).rmdir()
+            except OSError:
+                break
+        return result
 
     # ---- availability ------------------------------------------------------------------------
     def check_available(self) -> None:
