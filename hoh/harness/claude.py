@@ -1,11 +1,12 @@
 """Claude Code (`claude -p --output-format stream-json --verbose`), tested with 2.1.332. See adapters/claude.md.
 
 Traps handled here (HARNESS-claude-code.md): plain `acceptEdits` denies most Bash commands and
-the run still exits 0, so the Developer and QA have Bash allowed but only inside Claude Code's
-own bubblewrap sandbox (which needs `socat`), fail closed; a project's `.claude/settings.json` hooks run even in `-p`
-mode, so only hoh's own settings are loaded; a stream that stalls mid-message is silent for at
-least 300 s, so hoh's idle timeout is the cure; `bypassPermissions` is refused as root, so it is
-never used; tool denials appear only in the stream (exit code 0), so they are recorded.
+the run still exits 0, so the Developer and QA have Bash allowed, but only inside Claude Code's
+own bubblewrap sandbox (which needs `socat`), fail closed; a project's `.claude/settings.json`
+hooks run even in `-p` mode, so only hoh's own settings are loaded; a stream that stalls
+mid-message is silent for at least 300 s, so hoh's idle timeout is the cure; `bypassPermissions`
+is refused as root, so it is never used; tool denials appear only in the stream (exit code 0),
+so they are recorded.
 """
 
 from __future__ import annotations
