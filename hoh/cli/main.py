@@ -135,7 +135,7 @@ def mock_llm(
     port_file: Optional[Path] = typer.Option(None, help="Write the bound port here once listening."),
     log: Optional[Path] = typer.Option(None, help="Append one JSON line per model request here."),
 ) -> None:
-    """Serve the scripted mock model (OpenAI Responses, Chat Completions, Anthropic Messages) on 127.0.0.1 until stopped."""
+    """Serve the scripted mock model (OpenAI Responses and Chat, Anthropic Messages) on 127.0.0.1 until stopped."""
     from ..testing.mock_llm.__main__ import main as serve
 
     argv = ["--port", str(port)] + [a for flag, v in (("--script", script), ("--port-file", port_file), ("--log", log))
