@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -22,6 +21,7 @@ from typing import Any, Callable, Iterable
 from ..errors import HarnessUnavailable
 from .base import (HarnessAdapter, HarnessResult, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
                    copy_credentials, json_events)
+from .process import call
 
 SANDBOX = {"sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
                        "allowUnsandboxedCommands": False}}
@@ -134,21 +134,19 @@ class ClaudeAdapter(HarnessAdapter):
                 "inside it; install them with: apt-get install bubblewrap socat")
 
     def sandbox_probe(self, scratch: Path) -> str:
-        """Run a write under bwrap with the namespaces Claude Code's sandbox uses: bwrap must start, the write must fail."""
+        """A write under bwrap with the namespaces Claude Code's sandbox uses: bwrap must start, the write fail."""
         missing = [tool for tool in ("bwrap", "socat") if shutil.which(tool) is None]
         if missing:
             return f"unavailable: {' and '.join(missing)} not installed (apt-get install bubblewrap socat)"
         probe_dir = Path(tempfile.mkdtemp(dir=scratch))
         argv = ["bwrap", "--new-session", "--die-with-parent", *SANDBOX_NAMESPACES, "--"]
         try:
-            ok = subprocess.run([*argv, "true"], cwd=probe_dir, capture_output=True, timeout=30,
-                                stdin=subprocess.DEVNULL)
-            subprocess.run([*argv, "sh", "-c", "echo x > probe"], cwd=probe_dir, capture_output=True, timeout=30,
-                           stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as err:
+            ok = call([*argv, "true"], cwd=probe_dir, timeout=30)
+            call([*argv, "sh", "-c", "echo x > probe"], cwd=probe_dir, timeout=30)
+        except OSError as err:
             return f"unknown: could not run bwrap ({err})"
-        if ok.returncode != 0:
-            reason = ok.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        if not ok.ok:
+            reason = ok.stderr.strip().splitlines()[-1:] or ["no message or a timeout"]
             return f"broken: bwrap cannot create the sandbox here ({reason[0]}); Developer and QA Bash calls will fail"
         if (probe_dir / "probe").exists():
             return "not enforced: a write under bwrap's read-only root succeeded"
