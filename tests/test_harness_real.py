@@ -204,11 +204,13 @@ def test_a_schema_violation_is_re_asked_in_the_same_cli_session(name, tmp_path):
     assert p.loop_json(1, "plan") == planner["steps"][-1]["final"]
 
 
-def test_a_rate_limit_is_retried_with_backoff_without_spending_an_attempt(tmp_path):
+# Claude Code retries once itself (CLAUDE_CODE_MAX_RETRIES=1), so two 429s reach hoh's transient policy.
+@pytest.mark.parametrize("name,failures", [("codex", 1), ("claude", 2)])
+def test_a_rate_limit_is_retried_with_backoff_without_spending_an_attempt(name, failures, tmp_path):
     p = one_loop_project(tmp_path)
     script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
-    with MockLLM(script=script, fail_mode="429", fail_count=1) as mock:
-        result = run_hoh("build", p.spec, *harness_flags("codex", mock), "--loops", "1", "-w", p.ws, "-q",
+    with MockLLM(script=script, fail_mode="429", fail_count=failures) as mock:
+        result = run_hoh("build", p.spec, *harness_flags(name, mock), "--loops", "1", "-w", p.ws, "-q",
                          "--set", "policy.max_retries=0", "--set", "policy.transient_backoff_seconds=0.2")
     assert result.returncode == 0, result.stderr
     transient = [e for e in p.journal() if e["event"] == "transient_failure"]
