@@ -172,7 +172,8 @@ def test_doctor_reports_installed_and_missing_harnesses(tmp_path):
     for name in HARNESSES:
         assert reports[name]["usable"] and reports[name]["version"] == reports[name]["tested_version"]
     assert reports["codex"]["sandbox"].startswith("works")
-    assert reports["claude"]["version"] == "2.1.332" and reports["claude"]["sandbox"].startswith("works: bwrap and socat")
+    assert reports["claude"]["version"] == "2.1.332"
+    assert reports["claude"]["sandbox"].startswith("works: bwrap and socat")
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     missing = subprocess.run([os.sys.executable, "-m", "hoh", "doctor", "--harness", "pi"],
                              env=env, capture_output=True, text=True)

@@ -243,7 +243,8 @@ def test_messages_errors_are_anthropic_shaped_with_retry_after(mock: MockLLM) ->
     mock.control(fail_mode="429", fail_count=1, retry_after_ms=1500)
     status, headers, raw = request(mock, "POST", "/v1/messages", messages_body(prompt()))
     assert status == 429 and headers["retry-after"] == "2" and headers["retry-after-ms"] == "1500"
-    assert json.loads(raw) == {"type": "error", "error": {"type": "rate_limit_error", "message": "mock injected HTTP 429"}}
+    assert json.loads(raw) == {"type": "error",
+                               "error": {"type": "rate_limit_error", "message": "mock injected HTTP 429"}}
     assert messages_answer(mock, messages_body(prompt()))["block"]["name"] == "Read"
 
 

@@ -127,7 +127,7 @@ class ClaudeAdapter(HarnessAdapter):
                     "(plan for the Planner, acceptEdits inside Claude Code's sandbox for the Developer and QA) and "
                     "never bypasses them (as root Claude Code refuses bypassPermissions anyway); remove it")
         super().check_available()
-        missing = [tool for tool in ("bwrap", "socat") if shutil.which(tool) is None]
+        missing = missing_sandbox_tools()
         if missing:
             raise HarnessUnavailable(
                 f"claude: Claude Code's sandbox needs {' and '.join(missing)}, and hoh runs the Developer and QA only "
@@ -135,7 +135,7 @@ class ClaudeAdapter(HarnessAdapter):
 
     def sandbox_probe(self, scratch: Path) -> str:
         """A write under bwrap with the namespaces Claude Code's sandbox uses: bwrap must start, the write fail."""
-        missing = [tool for tool in ("bwrap", "socat") if shutil.which(tool) is None]
+        missing = missing_sandbox_tools()
         if missing:
             return f"unavailable: {' and '.join(missing)} not installed (apt-get install bubblewrap socat)"
         probe_dir = Path(tempfile.mkdtemp(dir=scratch))
@@ -195,6 +195,11 @@ class ClaudeAdapter(HarnessAdapter):
                 parsed.final_message = text
         parsed.denials = list(denied.values())
         return parsed
+
+
+def missing_sandbox_tools() -> list[str]:
+    """What Claude Code's Bash sandbox needs on PATH and does not find."""
+    return [tool for tool in ("bwrap", "socat") if shutil.which(tool) is None]
 
 
 def usage_of(u: dict[str, Any], cost: float | None = None) -> Usage:

@@ -73,7 +73,8 @@ def _usage(view: RequestView, decision: Decision) -> tuple[int, int]:
 
 def _message_id(view: RequestView, decision: Decision) -> str:
     reply = decision.reply
-    return stable_id("msg_", view.model, view.tool_results, reply.text if isinstance(reply, TextReply) else reply.call_id)
+    key = reply.text if isinstance(reply, TextReply) else reply.call_id
+    return stable_id("msg_", view.model, view.tool_results, key)
 
 
 def _block(decision: Decision, done: bool) -> dict[str, Any]:

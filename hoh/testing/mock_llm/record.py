@@ -7,10 +7,9 @@
 
 Each CLI runs exactly as hoh runs it: `registry.create(...)` builds the adapter, whose argv, env,
 config files and subprocess choke point are the ones a Developer attempt uses (a Planner's for
-the `denied` case). For each CLI and
-case a fresh `MockLLM` answers; the adapter's own parser and classifier judge the run (files
-byte-exact, final message, typed outcome). With `--out` the stream is written to
-`<out>/<cli>/<case>.jsonl` with the lab path replaced by `$LAB`.
+the `denied` case). For each CLI and case a fresh `MockLLM` answers; the adapter's own parser
+and classifier judge the run (files byte-exact, final message, typed outcome). With `--out` the
+stream is written to `<out>/<cli>/<case>.jsonl` with the lab path replaced by `$LAB`.
 """
 
 from __future__ import annotations
