@@ -48,7 +48,8 @@ def mini_script(loops: int = 1) -> dict[str, Any]:
 def isolated_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
-    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "CODEX_HOME", "PI_CODING_AGENT_DIR"):
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "CODEX_HOME", "PI_CODING_AGENT_DIR",
+                "CLAUDE_CONFIG_DIR"):
         monkeypatch.delenv(var, raising=False)
     return home
 

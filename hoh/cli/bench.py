@@ -139,7 +139,8 @@ def run(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI (scripted, oracle, codex, ...).",
                                           rich_help_panel="Harness"),
     model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint.", rich_help_panel="Harness"),
+    base_url: Optional[str] = typer.Option(None, help="Model endpoint (OpenAI-compatible; Anthropic for claude).",
+                                           rich_help_panel="Harness"),
     api_key_env: Optional[str] = typer.Option(None, help="Env var holding the endpoint's API key.",
                                               rich_help_panel="Harness"),
     mode: str = typer.Option("hoh", "--mode", help="hoh | vanilla (one Developer pass) | continuation "

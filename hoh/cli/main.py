@@ -48,7 +48,8 @@ def build(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive (scripted, codex, ...).",
                                           rich_help_panel="Harness"),
     model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint.", rich_help_panel="Harness"),
+    base_url: Optional[str] = typer.Option(None, help="Model endpoint (OpenAI-compatible; Anthropic for claude).",
+                                           rich_help_panel="Harness"),
     api_key_env: Optional[str] = typer.Option(None, help="Env var holding the endpoint's API key.",
                                               rich_help_panel="Harness"),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", help="Number of loops to run.", rich_help_panel="Run"),
@@ -175,7 +176,7 @@ def mock_llm(
     port_file: Optional[Path] = typer.Option(None, help="Write the bound port here once listening."),
     log: Optional[Path] = typer.Option(None, help="Append one JSON line per model request here."),
 ) -> None:
-    """Serve the scripted mock model (OpenAI Responses + Chat Completions) on 127.0.0.1 until stopped."""
+    """Serve the scripted mock model (OpenAI Responses and Chat, Anthropic Messages) on 127.0.0.1 until stopped."""
     from ..testing.mock_llm.__main__ import main as serve
 
     argv = ["--port", str(port)] + [a for flag, v in (("--script", script), ("--port-file", port_file), ("--log", log))
