@@ -19,7 +19,9 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
     adapter.check_available()  # before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force,
                           project=Path(project) if project is not None else None)
-    with Runtime.open(ws, notify, adapter) as runtime:
+    # The workspace's config is the frozen one (the scripted agent's script is its copy in the
+    # workspace); the CLI behind it was checked above.
+    with Runtime.open(ws, notify, registry.create(ws.config.harness)) as runtime:
         return runtime.run(config.loops)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import StateError, UsageError
 
@@ -45,6 +45,8 @@ class TimeoutsConfig(_Model):
     """Hard limit for one role attempt."""
     idle_seconds: float = Field(600.0, gt=0)
     """Kill an attempt whose harness printed nothing for this long."""
+    max_output_mb: float = Field(512.0, gt=0)
+    """Stop an attempt whose harness printed more than this (stdout and stderr): a flood, not work."""
 
 
 class MechanismsConfig(_Model):
@@ -83,6 +85,23 @@ class GuardConfig(_Model):
     """Names of caches that tools create as a side effect; not counted as writes to read-only areas."""
 
 
+class SandboxConfig(_Model):
+    """The OS jail every role attempt runs in (see hoh/harness/jail.py)."""
+
+    mode: Literal["bwrap", "off"] = "bwrap"
+    """`bwrap`: each attempt in a bubblewrap jail (read-only machine but what the role may write, its own
+    PID namespace, its own /tmp). `off`: no jail; only hoh's guard and the harness's own flags remain
+    (for containers without namespaces); every run says so."""
+    network: Literal["shared", "none"] = "shared"
+    """`shared`: roles reach the network (the model endpoint). `none`: a jailed role has no network at all
+    (for harnesses whose model runs in-process, like the scripted agent)."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
+
+
 class HohConfig(_Model):
     schema_version: int = CONFIG_SCHEMA_VERSION
     mode: Literal["hoh", "developer_only"] = "hoh"
@@ -96,6 +115,7 @@ class HohConfig(_Model):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
 
 def _describe(err: ValidationError, source: str) -> str:

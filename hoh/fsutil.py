@@ -77,3 +77,29 @@ def load_state(path: Path, required: tuple[str, ...] = ("schema_version",), vers
     if isinstance(data.get("schema_version"), int) and data["schema_version"] > version:
         raise StateError(f"{path}: schema_version {data['schema_version']} is newer than this hoh; upgrade hoh")
     return data
+
+
+def copy_regular_tree(src: Path, dst: Path, max_file_bytes: int) -> list[str]:
+    """Copy the regular files and directories under `src` (not a link itself) to `dst`; links, FIFOs,
+    sockets, devices and files over `max_file_bytes` are left behind. Returns what was left, by name.
+    Nothing is followed: an agent's symlink can never pull a file from elsewhere into state/."""
+    import stat as _stat
+    skipped: list[str] = []
+    dst.mkdir(parents=True, exist_ok=True)
+    stack = [(src, dst, "")]
+    while stack:
+        here, there, prefix = stack.pop()
+        for entry in os.scandir(here):
+            rel = prefix + entry.name
+            st = entry.stat(follow_symlinks=False)
+            if _stat.S_ISDIR(st.st_mode):
+                (there / entry.name).mkdir()
+                stack.append((Path(entry.path), there / entry.name, rel + "/"))
+            elif _stat.S_ISREG(st.st_mode) and st.st_size <= max_file_bytes:
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as fin, open(there / entry.name, "wb") as fout:
+                    while chunk := fin.read(1 << 20):
+                        fout.write(chunk)
+            else:
+                skipped.append(rel)
+    return skipped

@@ -8,6 +8,10 @@ from conftest import GREET, mini_script
 
 from hoh.resources import schema_errors
 
+# These tests exercise hoh's guard by itself: with the OS jail on, the writes would not even happen
+# (tests/test_hostile.py holds the same behaviours jailed).
+GUARD_ONLY = {"sandbox.mode": "off"}
+
 
 def test_a_clean_loop_persists_valid_state(project):
     report = project.build()
@@ -81,7 +85,7 @@ def test_planner_write_into_project_is_detected_and_reverted(make_project):
                                                              {"write": {"path": "new.txt", "content": "x"}}]},
                                      planner]
     p = make_project(script)
-    assert p.build(loops=2).status == "finished"
+    assert p.build(loops=2, sets=GUARD_ONLY).status == "finished"
     result = p.attempt_result(2, "planner", 1)
     assert not result["ok"] and result["violations"][0]["area"] == "project"
     assert set(result["violations"][0]["changes"]) == {"modified greet.py", "created new.txt"}
@@ -99,7 +103,7 @@ def test_qa_writes_into_project_and_candidate_are_reverted(make_project):
         {**qa, "actions": [{"write": {"path": "greet.py", "content": "patched copy"}}]},
         qa]
     p = make_project(script)
-    assert p.build().status == "finished"
+    assert p.build(sets=GUARD_ONLY).status == "finished"
     first, second = p.attempt_result(1, "qa", 1), p.attempt_result(1, "qa", 2)
     assert first["violations"] == [{"area": "project", "changes": ["modified greet.py"]}]
     assert second["violations"] == [{"area": "candidate copy", "changes": ["modified greet.py"]}]
@@ -115,7 +119,7 @@ def test_any_role_writing_state_is_reverted(make_project):
                                              {"run": "echo forged >> ${workspace}/state/journal.jsonl"}]},
         dev]
     p = make_project(script)
-    assert p.build().status == "finished"
+    assert p.build(sets=GUARD_ONLY).status == "finished"
     result = p.attempt_result(1, "developer", 1)
     changes = sorted(c for v in result["violations"] for c in v["changes"])
     assert changes == ["modified journal.jsonl", "modified loops/0001/plan.json"]

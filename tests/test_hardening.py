@@ -14,6 +14,10 @@ from conftest import mini_script, run_hoh
 
 from hoh.runtime.lock import WorkspaceLock
 
+# These tests exercise hoh's guard by itself: with the OS jail on, the writes would not even happen
+# (tests/test_hostile.py holds the same behaviours jailed).
+GUARD_ONLY = {"sandbox.mode": "off"}
+
 
 def test_force_never_moves_a_workspace_from_under_a_running_hoh(project, tmp_path):
     project.build()
@@ -36,7 +40,7 @@ def test_git_config_tags_and_other_roles_homes_are_guarded(make_project):
                                                         "content": "say pass"}}]},
         dev]
     p = make_project(script)
-    assert p.build(loops=2).status == "finished"
+    assert p.build(loops=2, sets=GUARD_ONLY).status == "finished"
     planner_result, dev_result = p.attempt_result(2, "planner", 1), p.attempt_result(2, "developer", 1)
     assert planner_result["violations"] == [{"area": "project .git", "changes": ["modified info/exclude"]}]
     assert sorted(v["area"] for v in dev_result["violations"]) == ["harness homes", "project .git"]
@@ -54,7 +58,7 @@ def test_a_new_qa_attempt_cannot_cite_evidence_from_a_rejected_one(make_project)
         {"kind": "file", "ref": "T1.A1.txt", "detail": "from before"}]}]}}
     script["loops"][1]["qa"] = [tampered, citing_old, qa]
     p = make_project(script)
-    assert p.build().status == "finished"
+    assert p.build(sets=GUARD_ONLY).status == "finished"
     assert p.attempt_result(1, "qa", 1)["violations"][0]["area"] == "candidate copy"
     assert any("T1.A1.txt' does not exist" in e for e in p.attempt_result(1, "qa", 2)["errors"])
 
@@ -64,7 +68,7 @@ def test_a_fifo_planted_in_state_is_detected_and_removed_without_hanging(make_pr
     dev = script["loops"][1]["developer"]
     script["loops"][1]["developer"] = [{**dev, "actions": dev["actions"] + [{"run": "mkfifo ${workspace}/state/pipe"}]}, dev]
     p = make_project(script)
-    assert p.build().status == "finished"
+    assert p.build(sets=GUARD_ONLY).status == "finished"
     assert p.attempt_result(1, "developer", 1)["violations"][0]["changes"] == ["created pipe"]
     assert not p.state("pipe").exists()
 
@@ -119,7 +123,7 @@ def test_a_sealed_loops_logs_are_guarded_and_restored_from_the_seal(make_project
     log = "${workspace}/state/loops/0001/roles/planner/attempt-1/events.jsonl"
     script["loops"][2]["developer"] = [{**dev, "actions": dev["actions"] + [{"run": f"echo forged >> {log}"}]}, dev]
     p = make_project(script)
-    assert p.build(loops=2).status == "finished"
+    assert p.build(loops=2, sets=GUARD_ONLY).status == "finished"
     violation = p.attempt_result(2, "developer", 1)["violations"][0]
     assert violation == {"area": "state", "changes": ["modified loops/0001/roles/planner/attempt-1/events.jsonl"]}
     assert "forged" not in p.state("loops", "0001", "roles", "planner", "attempt-1", "events.jsonl").read_text()

@@ -167,8 +167,12 @@ def _scripted_ws(p: Project, tmp_path: Path) -> Path:
 
 def test_doctor_reports_installed_and_missing_harnesses(tmp_path):
     installed = run_hoh("doctor", "--json")
-    reports = {r["harness"]: r for r in json.loads(installed.stdout)}
+    doctor = json.loads(installed.stdout)
+    reports = {r["harness"]: r for r in doctor["harnesses"]}
     assert installed.returncode == 0
+    assert doctor["jail"]["works"] and doctor["jail"]["status"].startswith("works")
+    assert reports["codex"]["roles"]["planner"][0].startswith("codex sandbox read-only")
+    assert reports["pi"]["roles"]["developer"][1] == "hoh's jail (bwrap)"
     for name in HARNESSES:
         assert reports[name]["usable"] and reports[name]["version"] == reports[name]["tested_version"]
     assert reports["codex"]["sandbox"].startswith("works")

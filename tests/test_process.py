@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from hoh.harness.process import TAIL_BYTES, reap, run_process, start_ticks
 
 
@@ -77,13 +79,16 @@ def test_reap_kills_a_recorded_group_but_not_a_reused_pid(tmp_path):
     assert reap(proc.pid, ticks) is False
 
 
-def test_resume_reaps_an_agent_left_running_by_a_killed_hoh(make_project):
+@pytest.mark.parametrize("sandbox", ["bwrap", "off"])
+def test_an_agent_never_outlives_a_killed_hoh(make_project, sandbox):
+    """Jailed, the agent dies with hoh (its jail is tied to hoh's life); without the jail, the
+    next resume reaps the agent a kill -9 of hoh left running."""
     from conftest import mini_script
     script = mini_script(1)
     script["loops"][1]["developer"] = [{"actions": [{"hang": True}]}, script["loops"][1]["developer"]]
     p = make_project(script)
     hoh = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-w", str(p.ws), "-q",
-                            "--loops", "1", "--set", "timeouts.idle_seconds=3"],
+                            "--loops", "1", "--set", "timeouts.idle_seconds=3", "--set", f"sandbox.mode={sandbox}"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
     agent = None
@@ -94,8 +99,15 @@ def test_resume_reaps_an_agent_left_running_by_a_killed_hoh(make_project):
     assert agent is not None
     hoh.kill()
     hoh.wait()
-    assert alive(agent["pid"])  # the hung agent outlived hoh, as after a real kill -9
     from hoh import api
+    if sandbox == "bwrap":
+        deadline = time.time() + 5
+        while alive(agent["pid"]) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not alive(agent["pid"])  # the jail went with hoh, and everything in it
+        assert api.resume(p.ws).status == "finished"
+        return
+    assert alive(agent["pid"])  # the hung agent outlived hoh, as after a real kill -9
     assert api.resume(p.ws).status == "finished"
     assert not alive(agent["pid"])
     assert any(e["event"] == "orphan_reaped" and e["pid"] == agent["pid"] for e in p.journal())

@@ -90,13 +90,17 @@ def test_an_existing_repository_is_loop_1s_start_and_keeps_its_history(user_proj
     assert run_hoh("status", "-w", ws, "--verify").returncode == 0
 
 
-def test_a_plain_directory_becomes_a_repository(tmp_path):
+def test_a_plain_directory_gets_no_git_of_its_own(tmp_path):
+    # hoh never adds a .git to someone's directory (a task's verifier may look); the history is the workspace's.
     project = tmp_path / "plain"
     project.mkdir()
     (project / "greet.py").write_text('print("hello")\n')
-    spec, ws = write_spec(tmp_path, 1), tmp_path / "ws"
-    assert run_hoh("build", spec, "--project", project, "--loops", "1", "-w", ws, "-q").returncode == 0
-    assert git(project, "log", "--format=%s").splitlines() == ["hoh loop 1: loop 1", "hoh: the project as it was (A_0)"]
+    spec, ws = write_spec(tmp_path, 2), tmp_path / "ws"
+    assert run_hoh("build", spec, "--project", project, "--loops", "2", "-w", ws, "-q").returncode == 0
+    assert not (project / ".git").exists()
+    assert (project / "greet.py").read_text().endswith("# loop 1\n# loop 2\n")
+    assert git(ws, "--git-dir", "history.git", "log", "--format=%s").splitlines() == [
+        "hoh loop 2: loop 2", "hoh loop 1: loop 1", "hoh: the project as it was (A_0)"]
 
 
 def test_a_workspace_inside_the_project_is_never_part_of_it(user_project, tmp_path):

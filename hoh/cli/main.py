@@ -152,18 +152,19 @@ def doctor(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Check one harness; exit 1 if it is unusable."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Which harness CLIs are installed, their versions against the tested ones, and their sandboxes."""
+    """The OS jail; which harness CLIs are installed, their versions and sandboxes; who enforces what per role."""
     from ..harness import registry
-    from .doctor import diagnose, render
+    from .doctor import diagnose, jail_report, render
 
     names = [harness] if harness else registry.names()
     if harness:
         registry.check_name(harness)
-    reports = [diagnose(name) for name in names]
+    jail = jail_report()
+    reports = [diagnose(name, jail_works=jail["works"]) for name in names]
     if as_json:
-        print(json.dumps(reports, indent=2))
+        print(json.dumps({"jail": jail, "harnesses": reports}, indent=2))
     else:
-        render(out, reports)
+        render(out, jail, reports)
     if harness and not reports[0]["usable"]:
         _error(reports[0]["problem"])
         raise typer.Exit(1)

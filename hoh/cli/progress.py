@@ -30,6 +30,9 @@ class LiveProgress:
             self.progress.stop()
 
     def __call__(self, kind: str, **f: Any) -> None:
+        if kind == "warning":  # shown even when quiet
+            self.console.print(f"[yellow]warning:[/yellow] {f['message']}", soft_wrap=True)
+            return
         if self.quiet:
             return
         if kind == "loop":

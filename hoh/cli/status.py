@@ -30,6 +30,14 @@ def render_status(console: Console, data: dict[str, Any]) -> None:
         table.add_row(str(loop["loop"]), loop["status"], f"{loop['criteria_verified']}/{loop['criteria_total']}",
                       attempts, f"{loop['seconds']:.1f}s", issue_cell, _tokens(usage), loop["candidate_id"] or "")
     console.print(table)
+    caught = [f"loop {loop['loop']} {role} {n}" for loop in data["loops"]
+              for role, n in loop.get("violations", {}).items() if n]
+    if caught:
+        console.print(f"guard: writes into protected areas found and put back ({'; '.join(caught)}); "
+                      "details in each attempt's result.json", soft_wrap=True)
+    if data.get("sandbox") == "off":
+        console.print("[yellow]warning:[/yellow] sandbox.mode is off: roles ran without the OS jail (hoh's guard "
+                      "and the harness's own flags were the only protection)", soft_wrap=True)
     by_role = {role: sum(loop["usage"][role]["input_tokens"] + loop["usage"][role]["output_tokens"]
                          for loop in data["loops"]) for role in ("planner", "developer", "qa")}
     console.print("tokens by role: " + " · ".join(f"{role} {n:,}" for role, n in by_role.items()))

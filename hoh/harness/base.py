@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
 from ..fsutil import atomic_write_json
+from .jail import JailSpec, bwrap_argv
 from .process import ProcessResult, call, run_process
 
 
@@ -84,10 +85,13 @@ class RoleRequest:
     """An isolated config home for this harness inside the workspace."""
     wall_timeout: float = 3600.0
     idle_timeout: float = 600.0
+    max_output_bytes: int = 512 * 1024 * 1024
     resume_session: str | None = None
     """Continue this CLI session (schema re-ask) where the harness supports it."""
     context: dict[str, Any] = field(default_factory=dict)
     """Facts the prompt also states (candidate id, evidence dir); fakes read them directly."""
+    jail: JailSpec | None = None
+    """Run inside this OS jail (None: no jail, `sandbox.mode: off`)."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,9 @@ class HarnessAdapter(ABC):
     npm_package: ClassVar[str | None] = None
     tested_version: ClassVar[str | None] = None
 
+    own_layer: ClassVar[dict[str, str]] = {"planner": "none", "developer": "none", "qa": "none"}
+    """What the CLI itself enforces for each role (its sandbox, permission modes, tool lists), as hoh uses
+    it; `hoh doctor` shows it beside hoh's jail and guard."""
     error_patterns: ClassVar[tuple[ErrorPattern, ...]] = ()
     """This CLI's error messages that name a rate limit, an auth or a network failure (see `outcome_of`)."""
 
@@ -270,6 +277,8 @@ class HarnessAdapter(ABC):
             return Outcome.timeout, f"wall timeout after {proc.duration_s:.0f}s"
         if proc.timed_out == "idle":
             return Outcome.idle_timeout, f"no output for the idle timeout (ran {proc.duration_s:.0f}s)"
+        if proc.timed_out == "output":
+            return Outcome.crashed, "stopped: it printed more output than hoh keeps (an output flood)"
         if parsed.error_outcome is not None:
             return parsed.error_outcome, parsed.error
         if proc.exit_code != 0:
@@ -286,18 +295,25 @@ class HarnessAdapter(ABC):
             on_spawn: Callable[[int], None] | None = None) -> HarnessResult:
         self.prepare(request)
         argv, env = self.build_argv(request), self.env(request)
+        if request.jail is not None:
+            argv = bwrap_argv(request.jail, argv, self.cwd(request))
         atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(self.cwd(request)),
                                                          "env_names": sorted(env)})
         proc = run_process(
             argv, cwd=self.cwd(request), env=env, stdin=self.stdin(request),
             stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
             wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
+            max_output=request.max_output_bytes,
         )
         secrets = self.secrets()
         redact_files([proc.stdout_path, proc.stderr_path], secrets)
         proc = dataclasses.replace(proc, stderr_excerpt=redact(proc.stderr_excerpt, secrets))
         with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
-            parsed = self.parse_events(fh)
+            try:
+                parsed = self.parse_events(fh)
+            except Exception as err:  # noqa: BLE001 - an agent controls this stream; hoh must survive any of it
+                parsed = ParsedRun(error=f"unreadable event stream ({type(err).__name__})",
+                                   error_outcome=Outcome.crashed)
         outcome, error = self.classify(proc, parsed)
         error = redact(error, secrets) if error else error
         return HarnessResult(outcome, parsed.final_message, parsed.usage, parsed.tool_calls, parsed.session_id,
@@ -309,7 +325,7 @@ def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
     for line in lines:
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(event, dict):
             yield event

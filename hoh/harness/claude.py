@@ -44,7 +44,9 @@ class ClaudeAdapter(HarnessAdapter):
     npm_package = "@anthropic-ai/claude-code"
     tested_version = "2.1.332"
     supports_resume = True
-    has_sandbox = True
+    own_layer = {"planner": "plan mode, read tools only",
+                 "developer": "acceptEdits, Bash in its own sandbox (weaker nested mode inside hoh's jail)",
+                 "qa": "acceptEdits in the evidence dir, Bash in its own sandbox (weaker nested mode)"}
     # Claude Code reports `api_error_status` when there was a response; these cover the rest.
     error_patterns = compile_patterns(
         (r"\brate.?limit|\btoo many requests\b|\boverloaded\b", Outcome.rate_limited),
@@ -70,8 +72,14 @@ class ClaudeAdapter(HarnessAdapter):
             return ["--permission-mode", "plan", "--tools", READ_TOOLS]
         # The sandbox alone still denies commands it "can't check" (a `{ ...; }` group, a variable);
         # allowing Bash outright is safe only because every command runs inside the sandbox.
+        settings = SANDBOX
+        if request.jail is not None:
+            # Inside hoh's jail (its own PID namespace and /proc) Claude Code's bwrap cannot mount a
+            # second /proc and fails closed; its weaker nested mode still confines writes to the cwd,
+            # and hoh's jail is the enforcing layer around it (adapters/claude.md).
+            settings = {"sandbox": {**SANDBOX["sandbox"], "enableWeakerNestedSandbox": True}}
         return ["--permission-mode", "acceptEdits", "--tools", WORK_TOOLS, "--allowedTools", "Bash",
-                "--settings", json.dumps(SANDBOX, separators=(",", ":"))]
+                "--settings", json.dumps(settings, separators=(",", ":"))]
 
     def config_dir(self, request: RoleRequest) -> Path:
         return (request.home or Path.home()) / ".claude"

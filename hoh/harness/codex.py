@@ -26,6 +26,9 @@ class CodexAdapter(HarnessAdapter):
     npm_package = "@openai/codex"
     tested_version = "0.171.0"
     supports_resume = True
+    own_layer = {"planner": "codex sandbox read-only (nests inside hoh's jail)",
+                 "developer": "codex sandbox workspace-write on the project",
+                 "qa": "codex sandbox workspace-write on the evidence dir only"}
     # What codex prints once its own retries are spent (HARNESSES.md §2.6); it gives no status field.
     error_patterns = compile_patterns(
         (r"\blast status: 429\b|\b429 Too Many Requests\b|\brate.?limit", Outcome.rate_limited),

@@ -33,6 +33,9 @@ class OpenCodeAdapter(HarnessAdapter):
     npm_package = "opencode-ai"
     tested_version = "1.18.33"
     supports_resume = True
+    own_layer = {"planner": "permissions: edit and bash denied (no sandbox of its own)",
+                 "developer": "permissions: edit and bash allowed (no sandbox of its own)",
+                 "qa": "permissions: edit and bash allowed (no sandbox of its own)"}
     # OpenCode gives the HTTP status in `error.data.statusCode` when there was a response at all.
     error_patterns = compile_patterns(
         (r"\brate.?limit|\btoo many requests\b", Outcome.rate_limited),

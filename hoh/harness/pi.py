@@ -25,6 +25,8 @@ class PiAdapter(HarnessAdapter):
     npm_package = "@mariozechner/pi-coding-agent"
     tested_version = "0.73.1"
     supports_resume = True
+    own_layer = {"planner": "tools: read, grep, find, ls (no sandbox of its own)",
+                 "developer": "none (Pi has no sandbox)", "qa": "none (Pi has no sandbox)"}
     # Pi's errorMessage starts with the HTTP status when there was a response ("429 …"); see `status_of`.
     error_patterns = compile_patterns(
         (r"\brate.?limit|\btoo many requests\b", Outcome.rate_limited),

@@ -20,13 +20,16 @@ from typing import Callable, Literal
 
 TAIL_BYTES = 16 * 1024
 KILL_GRACE_SECONDS = 3.0
+MAX_OUTPUT_BYTES = 512 * 1024 * 1024
+"""A harness that prints more than this (stdout and stderr together) is stopped: a flood, not work."""
 
 
 @dataclass(frozen=True)
 class ProcessResult:
     exit_code: int | None
     """None when hoh killed the process."""
-    timed_out: Literal["wall", "idle"] | None
+    timed_out: Literal["wall", "idle", "output"] | None
+    """Why hoh stopped it: the wall or idle timeout, or an output flood past MAX_OUTPUT_BYTES."""
     duration_s: float
     stdout_path: Path
     stderr_path: Path
@@ -105,6 +108,7 @@ def run_process(
     wall_timeout: float,
     idle_timeout: float,
     on_spawn: Callable[[int], None] | None = None,
+    max_output: int = MAX_OUTPUT_BYTES,
 ) -> ProcessResult:
     """Run argv in its own process group; never a shell string, never an open stdin.
 
@@ -132,7 +136,7 @@ def run_process(
     if stdin is not None:
         threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
 
-    timed_out: Literal["wall", "idle"] | None = None
+    timed_out: Literal["wall", "idle", "output"] | None = None
     try:
         while proc.poll() is None:
             now = time.monotonic()
@@ -140,6 +144,8 @@ def run_process(
                 timed_out = "wall"
             elif now - max(out.last_activity, err.last_activity, start) > idle_timeout:
                 timed_out = "idle"
+            elif out.total + err.total > max_output:
+                timed_out = "output"
             if timed_out:
                 _kill_group(proc)
                 break

@@ -77,6 +77,8 @@ class RunStarted(Event):
     target_loops: int
     resumed: bool
     harness: str
+    sandbox: str | None = None
+    """bwrap | off (None in journals written before the jail)."""
 
 
 @dataclass(frozen=True)

@@ -225,8 +225,9 @@ class ProjectMirror:
     original refs are backed up in history.git (refs/project/*). A role may commit in it, but a
     deleted or broken repository, or a moved loop tag, is rebuilt from history.git."""
 
-    def __init__(self, work_tree: Path, history: History):
-        self.work_tree, self.history = work_tree, history
+    def __init__(self, work_tree: Path, history: History, enabled: bool = True):
+        self.work_tree, self.history, self.enabled = work_tree, history, enabled
+        """False for an existing project that had no .git: hoh never adds one to someone's directory."""
         self.git_dir = work_tree / ".git"
 
     def git(self, *args: str) -> str:
@@ -249,6 +250,8 @@ class ProjectMirror:
 
     def publish(self, commit: str, tag: str | None = None) -> None:
         """Point the project's current branch (and its index) at a loop's commit; tag it."""
+        if not self.enabled:
+            return
         if not self.exists():
             run_git(["init", "-q", "-b", BRANCH, str(self.work_tree)], cwd=self.work_tree)
         self.git("fetch", "-q", "--no-tags", str(self.history.git_dir), f"+refs/heads/{BRANCH}:refs/hoh/published")

@@ -99,8 +99,10 @@ def diff(before: Fingerprint, after: Fingerprint, label: str = "") -> list[str]:
             old, new = before[p].rpartition(":"), after[p].rpartition(":")
             same_content = old[0] == new[0] and old[0] and not old[0].startswith(("link", "special"))
             changed.append(f"{'changed the mode of' if same_content else 'modified'} {shown(p)}")
-    changed += [f"created {shown(p)}" for p in sorted(after.keys() - before.keys())]
-    changed += [f"deleted {shown(p)}" for p in sorted(before.keys() - after.keys())]
+    # An empty directory made or removed changes nothing anyone reads (sandboxes leave marker dirs);
+    # the files in it are entries of their own.
+    changed += [f"created {shown(p)}" for p in sorted(after.keys() - before.keys()) if not after[p].startswith("dir:")]
+    changed += [f"deleted {shown(p)}" for p in sorted(before.keys() - after.keys()) if not before[p].startswith("dir:")]
     return changed
 
 
@@ -291,7 +293,7 @@ class HistoryArea(Area):
         return [] if now == snap else ["moved refs of history.git"]
 
     def restore(self, snap, changes: list[str]) -> None:
-        wanted = dict(line.split(" ")[::-1] for line in snap.splitlines())
+        wanted = dict(line.split(" ", 1) for line in snap.splitlines())
         for line in self.history.refs().splitlines():
             ref = line.split(" ")[0]
             if ref not in wanted:
@@ -348,5 +350,11 @@ class Guard:
             changed = area.changes(snap)
             if changed:
                 area.restore(snap, changed)
-                violations.append(Violation(area.name, changed + [f"could not restore {rel}" for rel in area.unrestorable]))
+                found = changed + [f"could not restore {rel}" for rel in area.unrestorable]
+                violations.append(Violation(area.name, [printable(c) for c in found]))
         return violations
+
+
+def printable(text: str) -> str:
+    """A file name that is not UTF-8 (an agent can make one) as escapes, so it can be journaled."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
+from ..harness.jail import JailSpec
 from ..paths import WorkspacePaths
 from ..resources import schema
 from .git import History, ProjectMirror
@@ -34,9 +35,9 @@ def schema_text(name: str) -> str:
 
 class JobFactory:
     def __init__(self, paths: WorkspacePaths, config: HohConfig, repo: History, journal: Journal,
-                 sealed: SealedState):
+                 sealed: SealedState, mirror: ProjectMirror):
         self.paths, self.config, self.repo, self.journal, self.sealed = paths, config, repo, journal, sealed
-        self.mirror = ProjectMirror(paths.project, repo)
+        self.mirror = mirror
         self.ignore = config.guard.ignore
         self.spec_text = paths.spec.read_text(encoding="utf-8")
         self.cache = HashCache()  # one for the run: files are hashed again only when their stat changes
@@ -50,7 +51,7 @@ class JobFactory:
         sealed = self.sealed.sealed_loops()
         sealed_dirs = tuple(self.paths.loop(t).dir for t in sealed)
         areas: list[Area] = [
-            MirrorArea(self.mirror, head, strict=read_only_project, cache=self.cache),
+            *([MirrorArea(self.mirror, head, strict=read_only_project, cache=self.cache)] if self.mirror.enabled else []),
             HistoryArea(self.repo),
             SealedArea(self.sealed, self.sealed.open_loops()),
             FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal, *sealed_dirs),
@@ -63,6 +64,18 @@ class JobFactory:
         if self.paths.script.exists():
             areas.append(FileArea("script.yaml", self.paths.script, [], cache=self.cache))
         return areas
+
+    def _jail(self, role: str, writable: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> JailSpec | None:
+        """What the OS jail lets this role write and see; None when `sandbox.mode` is off."""
+        if self.config.sandbox.mode == "off":
+            return None
+        own = self.paths.harness_home(self.config.harness.name) / role
+        homes = self.paths.scratch / "homes"
+        others = tuple(d for d in homes.glob("*/*") if d.is_dir() and d != own) if homes.exists() else ()
+        root, project = self.paths.root, self.paths.project
+        return JailSpec(writable=writable, read_only=(root,) if root.is_relative_to(project) else (),
+                        hidden=(*others, *hidden), visible=(root, project),
+                        network=self.config.sandbox.network == "shared")
 
     def _project(self) -> WorkTreeArea:
         return WorkTreeArea("project", self.repo, self.paths.project, self.repo.index, self.ignore)
@@ -89,7 +102,7 @@ class JobFactory:
             inputs=inputs,
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit)},
             protected=lambda adir: [*self._fixed_files(adir, base_commit, True), self._project()],
-            context=self._context(), mechanisms=self._mechanisms(),
+            context=self._context(), mechanisms=self._mechanisms(), jail=self._jail("planner"),
         )
 
     def developer(self, loop: int, base_commit: str, plan: dict[str, Any], plan_md: str) -> RoleJob:
@@ -103,7 +116,7 @@ class JobFactory:
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit),
                      "warm_start": str(self.config.mechanisms.warm_start).lower()},
             protected=lambda adir: self._fixed_files(adir, base_commit, False),
-            context=self._context(), mechanisms=self._mechanisms(),
+            context=self._context(), mechanisms=self._mechanisms(), jail=self._jail("developer", (self.paths.project,)),
         )
 
     def qa(self, loop: int, candidate: dict[str, Any], plan: dict[str, Any], plan_md: str, ledger: Ledger) -> RoleJob:
@@ -117,10 +130,14 @@ class JobFactory:
                                  rebuild=lambda: self.repo.update_view(view, candidate["commit"]))]
 
         def fresh_evidence_dir(resumed: bool) -> None:
-            # A new attempt must not cite files an earlier (perhaps rejected) attempt left behind.
-            if not resumed:
-                shutil.rmtree(lp.qa_evidence, ignore_errors=True)
-                lp.qa_evidence.mkdir(parents=True)
+            # A new attempt must not cite files an earlier (perhaps rejected) attempt left behind, and
+            # gets the evidence dir hoh made, whatever the last one turned it into.
+            evidence = lp.qa_evidence
+            if evidence.is_symlink() or (evidence.exists() and not evidence.is_dir()):
+                evidence.unlink()
+            elif not resumed:
+                shutil.rmtree(evidence, ignore_errors=True)
+            evidence.mkdir(parents=True, exist_ok=True)
 
         return RoleJob(
             role="qa", loop=loop, workdir=view, access="read-only", writable=(lp.qa_evidence,),
@@ -134,4 +151,6 @@ class JobFactory:
             protected=protected,
             context=self._context(candidate_id=candidate["candidate_id"], evidence_dir=lp.qa_evidence),
             mechanisms=self._mechanisms(),
+            # QA judges the frozen view alone: no handle on history, its evidence dir its only writable place.
+            jail=self._jail("qa", (lp.qa_evidence,), hidden=(self.paths.history, self.paths.project / ".git")),
         )

@@ -161,6 +161,8 @@ class LoopStats:
     usage: dict[str, Usage] = field(default_factory=lambda: {r: Usage() for r in ROLES})
     role_seconds: dict[str, float] = field(default_factory=lambda: {r: 0.0 for r in ROLES})
     """Time inside the harness, per role, summed over attempts."""
+    violations: dict[str, int] = field(default_factory=lambda: {r: 0 for r in ROLES})
+    """Protected areas a role changed (each found by the guard and put back), per role."""
     started: float | None = None
     finished: float | None = None
 
@@ -220,6 +222,7 @@ class RunHistory:
             stats.attempts[ev.role] += 1
             stats.usage[ev.role] = stats.usage[ev.role] + Usage.from_json(ev.usage)
             stats.role_seconds[ev.role] = round(stats.role_seconds[ev.role] + ev.seconds, 3)
+            stats.violations[ev.role] += ev.violations
         elif isinstance(ev, StepFinished):
             self.steps[(ev.loop, ev.step)] = ev
         elif isinstance(ev, LoopFinished):

@@ -1,4 +1,7 @@
-"""One hoh process per workspace: an exclusive, non-blocking flock held for the whole run."""
+"""One hoh process per workspace: an exclusive, non-blocking flock held for the whole run.
+
+The lock is taken on the workspace directory itself, which no role can delete or swap (deleting
+`hoh.lock`, which only names the holder's pid, would otherwise let a second hoh in)."""
 
 from __future__ import annotations
 
@@ -15,16 +18,21 @@ class WorkspaceLock:
         self._fd: int | None = None
 
     def __enter__(self) -> "WorkspaceLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
             os.close(fd)
+            try:
+                holder = self.path.read_text(errors="replace").strip() or "another process"
+            except OSError:
+                holder = "another process"
             raise WorkspaceBusy(f"workspace {self.path.parent} is in use by hoh pid {holder}; wait for it or stop it") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+        try:
+            self.path.write_text(str(os.getpid()))
+        except OSError:
+            pass  # the pid is a courtesy; the lock is the directory's
         return self
 
     def __exit__(self, *exc) -> None:
@@ -32,3 +40,18 @@ class WorkspaceLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def lock_held(root: Path) -> bool:
+    """Whether a hoh process holds the workspace at `root` right now."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)

@@ -8,7 +8,6 @@ A_{t-1} reset. The Runtime never calls a model itself and never prints.
 
 from __future__ import annotations
 
-import os
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,9 +16,10 @@ from typing import Any, Callable, Iterator
 from ..errors import RoleFailed, StateError
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
-from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_file
+from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, load_state, sha256_file
 from ..harness import registry
 from ..harness.base import HarnessAdapter
+from ..harness.jail import require_jail
 from ..harness.process import reap
 from ..plans import single_task_plan
 from . import events as ev
@@ -29,9 +29,13 @@ from .lock import WorkspaceLock
 from .planmd import plan_markdown
 from .roles import RoleJob, RoleRunner
 from .seal import SealedState
+from .validate import MAX_EVIDENCE_FILE_BYTES
 from .workspace import Workspace
 
 Notify = Callable[..., None]
+SANDBOX_OFF = ("sandbox.mode is off: roles run without the OS jail; what protects each area is the harness's own "
+               "flags, hoh's guard (every protected area checked and restored after each attempt) and, inside a "
+               "container, the container")
 
 
 @dataclass
@@ -96,7 +100,7 @@ class Runtime:
         self.notify: Notify = notify or (lambda *a, **k: None)
         self.journal = journal
         self.history = RunHistory.read(journal)
-        self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed)
+        self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror)
         self.runner = RoleRunner(self.paths, adapter, journal, policy=self.config.policy,
                                  timeouts=self.config.timeouts, notify=self.notify,
                                  home=self.paths.harness_home(self.config.harness.name))
@@ -107,6 +111,8 @@ class Runtime:
              adapter: HarnessAdapter | None = None) -> Iterator["Runtime"]:
         """Take the workspace lock, clean up after a crash (orphaned agents, git locks), and check the
         harness (unless the caller passes one it has checked already)."""
+        if workspace.config.sandbox.mode == "bwrap":
+            require_jail()
         if adapter is None:
             adapter = registry.create(workspace.config.harness)
             adapter.check_available()
@@ -123,7 +129,9 @@ class Runtime:
     def run(self, target_loops: int) -> RunReport:
         history = self.history
         self.journal.append(ev.RunStarted(target_loops=target_loops, resumed=history.run_started is not None,
-                                          harness=self.config.harness.name))
+                                          harness=self.config.harness.name, sandbox=self.config.sandbox.mode))
+        if self.config.sandbox.mode == "off":
+            self.notify("warning", message=SANDBOX_OFF)
         report = RunReport("running", history.last_finished_loop, target_loops)
         try:
             for t in range(history.last_finished_loop + 1, target_loops + 1):
@@ -264,9 +272,8 @@ class Runtime:
         if report is None:
             return None
         shutil.rmtree(lp.evidence, ignore_errors=True)
-        # Regular files only: a symlink could point anywhere, and would dangle once scratch is gone.
-        shutil.copytree(lp.qa_evidence, lp.evidence,
-                        ignore=lambda d, names: [n for n in names if os.path.islink(os.path.join(d, n))])
+        # Regular files and dirs only: a symlink could point anywhere, a FIFO would block the copy.
+        copy_regular_tree(lp.qa_evidence, lp.evidence, MAX_EVIDENCE_FILE_BYTES)
         atomic_write_json(lp.qa, report)
         self._finished(t, "qa", lp.qa, status="ok", verdict=report["verdict"])
         shutil.rmtree(lp.scratch / "qa", ignore_errors=True)

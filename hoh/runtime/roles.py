@@ -8,13 +8,14 @@ in its own directory, whether it succeeded or not.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from ..config import PolicyConfig, TimeoutsConfig
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.base import HarnessAdapter, Outcome, RoleRequest, Usage
+from ..harness.jail import JailSpec
 from ..harness.process import start_ticks
 from ..paths import WorkspacePaths
 from . import events as ev
@@ -45,6 +46,8 @@ class RoleJob:
     mechanisms: dict[str, bool] = field(default_factory=dict)
     before_attempt: Callable[[bool], None] | None = None
     """Called before each attempt with whether it resumes the CLI session."""
+    jail: JailSpec | None = None
+    """The OS jail of every attempt (the role's own harness home is added writable); None: no jail."""
 
 
 @dataclass
@@ -61,6 +64,7 @@ class RoleRunner:
                  sleep: Callable[[float], None] = time.sleep):
         self.paths, self.adapter, self.journal, self.home = paths, adapter, journal, home
         self.max_retries, self.wall_timeout, self.idle_timeout = policy.max_retries, timeouts.wall_seconds, timeouts.idle_seconds
+        self.max_output = int(timeouts.max_output_mb * 2**20)
         first = policy.transient_backoff_seconds
         self.backoff = tuple(first * 4 ** n for n in range(policy.transient_retries))
         self.notify, self.sleep = notify, sleep
@@ -97,10 +101,13 @@ class RoleRunner:
             self.journal.append(ev.AttemptStarted(loop=job.loop, role=job.role, attempt=attempt))
             self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt)
 
+            home = self.home / job.role
+            jail = replace(job.jail, writable=(*job.jail.writable, home)) if job.jail else None
             request = RoleRequest(
                 role=job.role, loop=job.loop, attempt=attempt, prompt=prompt, workdir=job.workdir,
-                access=job.access, writable=job.writable, home=self.home / job.role, wall_timeout=self.wall_timeout,
-                idle_timeout=self.idle_timeout, resume_session=session, context=job.context)
+                access=job.access, writable=job.writable, home=home, wall_timeout=self.wall_timeout,
+                idle_timeout=self.idle_timeout, max_output_bytes=self.max_output, resume_session=session,
+                context=job.context, jail=jail)
             request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
             guard = Guard(job.protected(attempt_dir))
             result = self._call(request, attempt_dir)

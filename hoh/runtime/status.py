@@ -6,27 +6,17 @@ module only shapes them. Nothing is written.
 
 from __future__ import annotations
 
-import fcntl
-import os
 from typing import Any
 
 from ..fsutil import load_state
 from .journal import Journal, LoopStats, RunHistory
+from .lock import lock_held as _lock_held
 from .workspace import Workspace
 
 
 def lock_held(ws: Workspace) -> bool:
     """Whether a hoh process is working in the workspace right now."""
-    if not ws.paths.lock.exists():
-        return False
-    fd = os.open(ws.paths.lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+    return _lock_held(ws.paths.root)
 
 
 def run_state(history: RunHistory, ws: Workspace) -> str:
@@ -49,6 +39,7 @@ def _loop_entry(ws: Workspace, stats: LoopStats) -> dict[str, Any]:
         "loop": stats.loop, "status": stats.status, "verdict": verdict, "candidate_id": stats.candidate_id,
         "criteria_verified": stats.verified, "criteria_total": criteria_total, "attempts": dict(stats.attempts),
         "seconds": stats.seconds, "role_seconds": dict(stats.role_seconds), "issues": stats.issues,
+        "violations": dict(stats.violations),
         "usage": {role: usage.to_json() for role, usage in stats.usage.items()},
     }
 
@@ -60,6 +51,7 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
         "schema_version": 1,
         "workspace": str(ws.paths.root),
         "harness": ws.config.harness.name,
+        "sandbox": ws.config.sandbox.mode,
         "spec_sha256": ws.identity["spec_sha256"],
         "state": run_state(history, ws),
         "target_loops": history.run_started.target_loops if history.run_started else ws.config.loops,

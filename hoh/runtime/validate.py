@@ -7,7 +7,9 @@ asked again. A semantic violation is treated exactly like a schema violation.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,16 +18,31 @@ from typing import Any
 from ..resources import schema_errors
 
 FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+MAX_EVIDENCE_FILE_BYTES = 16 * 1024 * 1024
+MAX_EVIDENCE_TOTAL_BYTES = 64 * 1024 * 1024
+"""Limits on what a role hands over: a reply, one evidence file, QA's whole evidence dir."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def extract_json(message: str | None) -> tuple[dict[str, Any] | None, str | None]:
-    """The one JSON object in a final message: the whole message, or its last ```json fence."""
+    """The one JSON object in a final message: the whole message, or its last ```json fence.
+
+    Total over anything an agent can send: too large, too deep, NaN or broken text is an error
+    message for the re-ask, never an exception."""
     if not message or not message.strip():
         return None, "the final message is empty; reply with one JSON object"
+    if len(message.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
+        return None, f"the final message is over {MAX_MESSAGE_BYTES // 2**20} MiB; reply with one compact JSON object"
     candidates = [message.strip()] + [m.strip() for m in reversed(FENCE.findall(message))]
     for text in candidates:
         try:
-            value = json.loads(text)
+            value = json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            return None, "the final message is JSON nested too deeply; reply with the flat object the schema asks for"
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -105,11 +122,27 @@ def _evidence_ref_error(ref: str, evidence_dir: Path) -> str | None:
         return f"file evidence '{ref}' points outside the evidence dir"
     if not resolved.is_file():
         return f"file evidence '{ref}' is not a regular file"
+    if resolved.stat().st_size > MAX_EVIDENCE_FILE_BYTES:
+        return (f"file evidence '{ref}' is over {MAX_EVIDENCE_FILE_BYTES // 2**20} MiB; "
+                "save an excerpt (head and tail) instead")
     return None
+
+
+def evidence_size(evidence_dir: Path) -> int:
+    """Bytes of regular files in the evidence dir (links and special files are never taken)."""
+    total = 0
+    for dirpath, _, names in os.walk(evidence_dir):
+        for name in names:
+            st = os.lstat(os.path.join(dirpath, name))
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
 
 
 def check_qa(report: dict[str, Any], exp: Expectations) -> list[str]:
     errors = []
+    if exp.evidence_dir is not None and (exp.evidence_dir.is_symlink() or not exp.evidence_dir.is_dir()):
+        return [f"the evidence dir {exp.evidence_dir} was replaced or removed; write evidence files inside it, "
+                "as created"]
     if report["candidate_id"] != exp.candidate_id:
         errors.append(f"candidate_id is '{report['candidate_id']}' but the frozen candidate is '{exp.candidate_id}'")
     _, acceptance, preserve = plan_ids(exp.plan)
@@ -124,6 +157,9 @@ def check_qa(report: dict[str, Any], exp: Expectations) -> list[str]:
         for item in report[key]:
             if item["status"] == "verified" and not item["evidence"]:
                 errors.append(f"{key} '{item['id']}' is verified but cites no evidence; missing evidence is not a pass")
+    if exp.evidence_dir is not None and (total := evidence_size(exp.evidence_dir)) > MAX_EVIDENCE_TOTAL_BYTES:
+        errors.append(f"the evidence dir holds {total // 2**20} MiB, over the limit of "
+                      f"{MAX_EVIDENCE_TOTAL_BYTES // 2**20} MiB; keep excerpts, not whole outputs")
     items = report["criteria"] + report["preserved"] + report["findings"]
     for item in items:
         for ev in item["evidence"]:

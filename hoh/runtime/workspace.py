@@ -38,7 +38,7 @@ class Workspace:
 
     @property
     def mirror(self) -> ProjectMirror:
-        return ProjectMirror(self.paths.project, self.history)
+        return ProjectMirror(self.paths.project, self.history, enabled=self.identity.get("mirror", True))
 
 
 def read_spec(spec_path: Path) -> bytes:
@@ -133,6 +133,8 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
                                      exclude=_workspace_patterns(root, project))
         identity = {"schema_version": WORKSPACE_SCHEMA_VERSION, "spec_sha256": sha256_bytes(spec),
                     "root_commit": root_commit, "project_dir": str(project) if project else None,
+                    # The project's own .git mirrors the loops when hoh made the project or it had one.
+                    "mirror": project is None or (project / ".git").exists(),
                     "created_by": f"hoh {__version__}"}
         atomic_write_json(paths.identity, identity)
         Journal(paths.journal).append(WorkspaceCreated(spec_sha256=identity["spec_sha256"]))
