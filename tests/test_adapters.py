@@ -137,12 +137,35 @@ def test_parsers_survive_garbage(name):
     assert json.loads(run.final_message)["status"] == "done"
 
 
-def test_error_text_typing():
-    from hoh.harness.base import outcome_from_text
-    assert outcome_from_text("x", 429) is Outcome.rate_limited
-    assert outcome_from_text("Incorrect API key provided", 401) is Outcome.auth_error
-    assert outcome_from_text("Connection error.") is Outcome.network_error
-    assert outcome_from_text("500 mock injected HTTP 500") is Outcome.model_error
+ERROR_TEXTS = [  # (harness, message, status, outcome): what each CLI really prints (HARNESSES.md)
+    ("codex", "exceeded retry limit, last status: 429 Too Many Requests", None, Outcome.rate_limited),
+    ("codex", "Missing environment variable: `MOCK_API_KEY`.", None, Outcome.auth_error),
+    ("codex", "stream disconnected before completion: error sending request", None, Outcome.network_error),
+    ("codex", "We're currently experiencing high demand, which may cause temporary errors.", None, Outcome.model_error),
+    ("opencode", "anything", 429, Outcome.rate_limited),
+    ("opencode", "Cannot connect to API: The socket connection was closed unexpectedly", None, Outcome.network_error),
+    ("opencode", "Incorrect API key provided", 401, Outcome.auth_error),
+    ("pi", "429 rate limited", None, Outcome.rate_limited),
+    ("pi", "Connection error.", None, Outcome.network_error),
+    ("pi", "terminated", None, Outcome.network_error),
+    ("pi", "500 mock injected HTTP 500", None, Outcome.model_error),
+]
+
+
+@pytest.mark.parametrize("name,message,status,expected", ERROR_TEXTS)
+def test_error_typing_per_harness(name, message, status, expected):
+    if name == "pi":
+        from hoh.harness.pi import status_of
+        status = status_of(message)
+    assert adapter(name).outcome_of(message, status) is expected
+
+
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi"])
+@pytest.mark.parametrize("message", ["the prompt is 14290 tokens long", "file 4013.txt is too big",
+                                     "reconnect the socket-less renderer", "a connection string in config"])
+def test_numbers_and_words_inside_other_words_are_no_error_class(name, message):
+    # Bare substrings once typed "14290 tokens" as a rate limit (and retried it for minutes).
+    assert adapter(name).outcome_of(message) is Outcome.model_error
 
 
 @pytest.mark.skipif(not os.environ.get("HOH_RECORD_STREAMS"), reason="set HOH_RECORD_STREAMS=1 to re-record")

@@ -22,6 +22,7 @@ from ..bench.tasks import load_suite
 from ..bench.trial import TrialSpec, stop_harness
 from ..bench.verifier import unavailable_reasons
 from ..config import HohConfig, apply_overrides, load_config
+from .usage import UsageCommand
 
 app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False,
                   help="Benchmark runner: one hoh build per task, graded after every loop (HoH@1..@T).")
@@ -131,7 +132,7 @@ def interrupted(progress: BenchProgress) -> None:
     os._exit(130)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def run(
     suite: str = typer.Argument(..., help=SUITE_HELP),
     out_dir: Path = typer.Option(Path("hoh-bench"), "--out", "-o", help="Run directory; rerun the same command "
@@ -191,7 +192,7 @@ def run(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def report(
     out_dir: Path = typer.Argument(..., help="A run directory (-o of hoh bench run)."),
     compare: Optional[Path] = typer.Option(None, "--compare", help="Another run directory to show side by side."),
@@ -220,7 +221,7 @@ def report(
         out.print(table)
 
 
-@app.command("list")
+@app.command("list", cls=UsageCommand)
 def list_tasks(
     suite: str = typer.Argument(..., help=SUITE_HELP),
     task_filter: Optional[str] = typer.Option(None, "--filter", help="Only task ids matching this regex."),

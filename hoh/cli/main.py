@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -17,9 +18,10 @@ from ..errors import HohError
 from ..runtime.loop import RunReport
 from . import bench as bench_cli
 from .progress import LiveProgress
+from .usage import UsageCommand
 from .status import render_status, show_issue
 
-app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False,
+app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
 out = Console()
 err = Console(stderr=True)
@@ -42,7 +44,7 @@ def _finish(report: RunReport, workspace: Path) -> None:
     raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def build(
     spec: Path = typer.Argument(..., help="The product spec, a Markdown file."),
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive (scripted, codex, ...).",
@@ -69,7 +71,7 @@ def build(
     _finish(report, workspace)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def resume(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", min=1,
@@ -82,7 +84,7 @@ def resume(
     _finish(report, workspace)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def status(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -95,7 +97,7 @@ def status(
         render_status(out, data)
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def show(
     issue_id: str = typer.Argument(..., help="An issue id (I-0001) or a verified-behaviour id (V-0001)."),
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
@@ -104,7 +106,7 @@ def show(
     show_issue(out, api.ledger_item(workspace, issue_id))
 
 
-@app.command()
+@app.command(cls=UsageCommand)
 def doctor(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Check one harness; exit 1 if it is unusable."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -126,7 +128,7 @@ def doctor(
         raise typer.Exit(1)
 
 
-@app.command("mock-llm")
+@app.command("mock-llm", cls=UsageCommand)
 def mock_llm(
     script: Optional[Path] = typer.Option(None, help="JSON script of steps per role and loop."),
     port: int = typer.Option(0, help="0 picks a free port (see --port-file)."),
@@ -150,25 +152,27 @@ def main() -> None:
     # group is killed and the journal records the interruption (kill -9 is handled on resume).
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
+    # Typer's standalone mode owns usage errors (its usage message, exit 2) and turns Ctrl-C into
+    # exit 130, with no import of click here: recent typer releases vendor it. hoh's own errors
+    # pass through to be printed as one line.
     try:
-        code = app(standalone_mode=False)
+        app(standalone_mode=True)
     except HohError as e:
         _error(str(e))
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        _error("interrupted; continue with hoh resume -w WORKSPACE")
-        sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except Exception as e:  # click's usage errors arrive here in non-standalone mode
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):  # click's form of KeyboardInterrupt
-            _error("interrupted; continue with hoh resume -w WORKSPACE")
-            sys.exit(130)
+        sys.exit(_interrupted())
+    except SystemExit as e:
+        if e.code == 130:
+            _interrupted()
         raise
-    if code == 130:  # typer turns KeyboardInterrupt (and our SIGTERM/SIGHUP) into exit code 130
-        _error("interrupted; continue with hoh resume -w WORKSPACE")
-    sys.exit(code if isinstance(code, int) else 0)
+    except Exception as e:
+        if os.environ.get("HOH_DEBUG"):
+            raise
+        _error(f"internal error: {type(e).__name__}: {e} (a bug in hoh; rerun with HOH_DEBUG=1 for the traceback)")
+        sys.exit(1)
+
+
+def _interrupted() -> int:
+    _error("interrupted; continue with hoh resume -w WORKSPACE")
+    return 130

@@ -45,6 +45,25 @@ class Outcome(str, Enum):
         return self in (Outcome.rate_limited, Outcome.network_error)
 
 
+ErrorPattern = tuple["re.Pattern[str]", Outcome]
+
+
+def compile_patterns(*pairs: tuple[str, Outcome]) -> tuple[ErrorPattern, ...]:
+    """Compile (regex, outcome) pairs, case-insensitive; write each regex word-bounded."""
+    return tuple((re.compile(regex, re.IGNORECASE), outcome) for regex, outcome in pairs)
+
+
+def outcome_of_status(status: int | None) -> Outcome | None:
+    """An HTTP status, when the harness reports one, decides before any message text."""
+    if status == 429:
+        return Outcome.rate_limited
+    if status in (401, 403):
+        return Outcome.auth_error
+    if status in (408, 502, 503, 504):
+        return Outcome.network_error
+    return Outcome.model_error if status is not None and status >= 400 else None
+
+
 Access = Literal["read-only", "write"]
 
 
@@ -72,18 +91,44 @@ class RoleRequest:
     """Facts the prompt also states (candidate id, evidence dir); fakes read them directly."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Usage:
+    """Tokens and cost of one or more harness runs: the one shape used in the journal, status and reports."""
+
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float | None = None
+    """None when no run reported or priced a cost: unknown, never 0."""
 
-    def add(self, other: "Usage") -> "Usage":
+    def __add__(self, other: "Usage") -> "Usage":
+        # An unknown cost adds nothing; the sum stays unknown only while every part is.
         cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
         return Usage(self.input_tokens + other.input_tokens, self.cached_input_tokens + other.cached_input_tokens,
                      self.output_tokens + other.output_tokens, self.reasoning_tokens + other.reasoning_tokens, cost)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Usage":
+        """Read a recorded usage; missing or null counts are 0, a missing cost is unknown."""
+        data = data or {}
+        cost = data.get("cost_usd")
+        return cls(*(int(data.get(f.name) or 0) for f in dataclasses.fields(cls)[:4]),
+                   float(cost) if cost is not None else None)
+
+    @classmethod
+    def sum(cls, items: Iterable["Usage"]) -> "Usage":
+        total = cls()
+        for item in items:
+            total = total + item
+        return total
 
 
 @dataclass
@@ -128,8 +173,21 @@ class HarnessAdapter(ABC):
     npm_package: ClassVar[str | None] = None
     tested_version: ClassVar[str | None] = None
 
+    error_patterns: ClassVar[tuple[ErrorPattern, ...]] = ()
+    """This CLI's error messages that name a rate limit, an auth or a network failure (see `outcome_of`)."""
+
     def __init__(self, config: HarnessConfig):
         self.config = config
+
+    def outcome_of(self, message: str, status: int | None = None) -> Outcome:
+        """Type an error the CLI reported: its HTTP status first, then this CLI's patterns, else a model error."""
+        by_status = outcome_of_status(status)
+        if by_status is not None:
+            return by_status
+        for pattern, outcome in self.error_patterns:
+            if pattern.search(message):
+                return outcome
+        return Outcome.model_error
 
     # ---- installation ------------------------------------------------------------------------
     @property
@@ -286,15 +344,3 @@ def redact_files(paths: list[Path], secrets: list[str]) -> None:
             path.write_bytes(cleaned)
 
 
-def outcome_from_text(text: str, status: int | None = None) -> Outcome:
-    """Type a harness's error message (and HTTP status, when it gives one)."""
-    low = text.lower()
-    if status == 429 or "rate limit" in low or "429" in low or "too many requests" in low:
-        return Outcome.rate_limited
-    if status in (401, 403) or any(w in low for w in ("unauthorized", "401", "403", "api key", "authentication",
-                                                       "missing environment variable")):
-        return Outcome.auth_error
-    if any(w in low for w in ("connection", "econnreset", "econnrefused", "socket", "network", "terminated",
-                              "stream disconnected", "error sending request", "timed out")):
-        return Outcome.network_error
-    return Outcome.model_error

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, copy_credentials, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials, json_events
 
 PROVIDER = "hoh"
 
@@ -25,7 +25,14 @@ class CodexAdapter(HarnessAdapter):
     npm_package = "@openai/codex"
     tested_version = "0.171.0"
     supports_resume = True
-    has_sandbox = True
+    # What codex prints once its own retries are spent (HARNESSES.md §2.6); it gives no status field.
+    error_patterns = compile_patterns(
+        (r"\blast status: 429\b|\b429 Too Many Requests\b|\brate.?limit", Outcome.rate_limited),
+        (r"\bMissing environment variable\b|\b40[13] (Unauthorized|Forbidden)\b|\b(invalid|incorrect) api key\b",
+         Outcome.auth_error),
+        (r"\bstream disconnected\b|\berror sending request\b|\bconnection (refused|reset|closed)\b|\btimed out\b",
+         Outcome.network_error),
+    )
 
     def cwd(self, request: RoleRequest) -> Path:
         # A read-only role with a scratch dir (QA) runs in that dir under workspace-write, so the
@@ -83,7 +90,7 @@ class CodexAdapter(HarnessAdapter):
                 parsed.tool_calls += 1
             elif kind == "turn.completed":
                 u = event.get("usage") or {}
-                parsed.usage = parsed.usage.add(Usage(u.get("input_tokens", 0), u.get("cached_input_tokens", 0),
+                parsed.usage = parsed.usage + (Usage(u.get("input_tokens", 0), u.get("cached_input_tokens", 0),
                                                       u.get("output_tokens", 0), u.get("reasoning_output_tokens", 0)))
             elif kind == "error":
                 parsed.error = event.get("message") or "codex reported an error"
@@ -92,7 +99,7 @@ class CodexAdapter(HarnessAdapter):
                 failed = True
         # "error" events also announce retries; only a failed turn, or no answer at all, is a failure.
         if failed or (parsed.error and parsed.final_message is None):
-            parsed.error_outcome = outcome_from_text(parsed.error or "")
+            parsed.error_outcome = self.outcome_of(parsed.error or "")
         return parsed
 
     def sandbox_probe(self, scratch: Path) -> str:

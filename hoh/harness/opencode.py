@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import HarnessAdapter, copy_credentials, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials, json_events
 
 PROVIDER = "hoh"
 
@@ -32,6 +32,13 @@ class OpenCodeAdapter(HarnessAdapter):
     npm_package = "opencode-ai"
     tested_version = "1.18.33"
     supports_resume = True
+    # OpenCode gives the HTTP status in `error.data.statusCode` when there was a response at all.
+    error_patterns = compile_patterns(
+        (r"\brate.?limit|\btoo many requests\b", Outcome.rate_limited),
+        (r"\bunauthorized\b|\b(invalid|incorrect) api key\b|\bauthentication\b", Outcome.auth_error),
+        (r"\bcannot connect to api\b|\bsocket connection was closed\b|\bconnection (reset|refused|closed)\b"
+         r"|\bECONN(RESET|REFUSED)\b|\btimed out\b", Outcome.network_error),
+    )
 
     def model_ref(self) -> str | None:
         if self.config.base_url:
@@ -96,12 +103,12 @@ class OpenCodeAdapter(HarnessAdapter):
                 tokens = part.get("tokens") or {}
                 cache = tokens.get("cache") or {}
                 cost = part.get("cost")
-                parsed.usage = parsed.usage.add(Usage(tokens.get("input", 0), cache.get("read", 0),
+                parsed.usage = parsed.usage + (Usage(tokens.get("input", 0), cache.get("read", 0),
                                                       tokens.get("output", 0), tokens.get("reasoning", 0),
                                                       float(cost) if cost is not None else None))
             elif kind == "error":
                 error = event.get("error") or {}
                 data = error.get("data") or {}
                 parsed.error = data.get("message") or error.get("name") or "opencode reported an error"
-                parsed.error_outcome = outcome_from_text(parsed.error, data.get("statusCode"))
+                parsed.error_outcome = self.outcome_of(parsed.error, data.get("statusCode"))
         return parsed

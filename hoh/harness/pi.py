@@ -7,11 +7,12 @@ process cwd is the workdir) and no sandbox, so read-only roles get only read too
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
 from ..fsutil import atomic_write_json
-from .base import HarnessAdapter, copy_credentials, json_events, ParsedRun, RoleRequest, Usage, outcome_from_text
+from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials, json_events
 
 PROVIDER = "hoh"
 TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}
@@ -23,6 +24,13 @@ class PiAdapter(HarnessAdapter):
     npm_package = "@mariozechner/pi-coding-agent"
     tested_version = "0.73.1"
     supports_resume = True
+    # Pi's errorMessage starts with the HTTP status when there was a response ("429 …"); see `status_of`.
+    error_patterns = compile_patterns(
+        (r"\brate.?limit|\btoo many requests\b", Outcome.rate_limited),
+        (r"\bunauthorized\b|\b(invalid|incorrect|no) api key\b|\bauthentication\b", Outcome.auth_error),
+        (r"\bconnection error\b|^terminated$|\bfetch failed\b|\bECONN(RESET|REFUSED)\b|\btimed out\b",
+         Outcome.network_error),
+    )
 
     def agent_dir(self, request: RoleRequest) -> Path:
         return (request.home or Path.home()) / ".pi" / "agent"
@@ -79,13 +87,19 @@ class PiAdapter(HarnessAdapter):
                 last_assistant = message
                 u = message.get("usage") or {}
                 cost = (u.get("cost") or {}).get("total")
-                parsed.usage = parsed.usage.add(Usage(u.get("input", 0), u.get("cacheRead", 0), u.get("output", 0), 0,
+                parsed.usage = parsed.usage + (Usage(u.get("input", 0), u.get("cacheRead", 0), u.get("output", 0), 0,
                                                       float(cost) if cost is not None else None))
         if last_assistant is not None:
             if last_assistant.get("stopReason") == "error":
                 parsed.error = last_assistant.get("errorMessage") or "pi reported a model error"
-                parsed.error_outcome = outcome_from_text(parsed.error)
+                parsed.error_outcome = self.outcome_of(parsed.error, status_of(parsed.error))
             else:
                 text = "".join(c.get("text", "") for c in last_assistant.get("content", []) if c.get("type") == "text")
                 parsed.final_message = text or None
         return parsed
+
+
+def status_of(message: str) -> int | None:
+    """The HTTP status Pi puts at the start of a model error ("500 mock injected HTTP 500")."""
+    match = re.match(r"(\d{3}) ", message)
+    return int(match[1]) if match else None

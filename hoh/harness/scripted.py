@@ -40,7 +40,7 @@ class ScriptedAdapter(HarnessAdapter):
             elif kind == "message":
                 parsed.final_message = event.get("text")
             elif kind == "usage":
-                parsed.usage = parsed.usage.add(Usage(int(event.get("input_tokens", 0)),
+                parsed.usage = parsed.usage + (Usage(int(event.get("input_tokens", 0)),
                                                       int(event.get("cached_input_tokens", 0)),
                                                       int(event.get("output_tokens", 0))))
             elif kind == "error":

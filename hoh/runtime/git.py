@@ -6,10 +6,8 @@ the same commit ids whether or not the run was interrupted and resumed in betwee
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
-import tarfile
 from pathlib import Path
 
 from ..errors import HohError
@@ -35,11 +33,14 @@ class ProjectRepo:
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
         }
 
-    def git(self, *args: str, loop: int = 0, binary: bool = False) -> str | bytes:
+    def git(self, *args: str, loop: int = 0, binary: bool = False, index: Path | None = None) -> str | bytes:
+        env = self._env(loop)
+        if index is not None:
+            env["GIT_INDEX_FILE"] = str(index)
         proc = subprocess.run(
             ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
              "-c", "core.autocrlf=false", *args],
-            cwd=self.path, env=self._env(loop), capture_output=True, stdin=subprocess.DEVNULL)
+            cwd=self.path, env=env, capture_output=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             raise GitError(f"git {' '.join(args)} failed in {self.path}: {proc.stderr.decode(errors='replace').strip()}")
         return proc.stdout if binary else proc.stdout.decode().strip()
@@ -92,10 +93,15 @@ class ProjectRepo:
         return out.splitlines() if out else []
 
     def export(self, commit: str, dest: Path) -> None:
-        """Write a plain copy of `commit`'s tree to `dest` (no .git: QA gets no handle on history)."""
+        """Write a plain copy of `commit`'s tree to `dest` (no .git: QA gets no handle on history).
+
+        git itself checks the files out, through a throwaway index: nothing is held in memory and
+        no archive is unpacked (tarfile's extraction filters need Python 3.11.4+)."""
         dest.mkdir(parents=True, exist_ok=True)
-        if self.git("ls-tree", commit) == "":
-            return  # an empty tree archives to a bare zero block that tarfile rejects
-        data = self.git("archive", "--format=tar", commit, binary=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(dest, filter="tar")
+        index = self.path / ".git" / "hoh-export.index"
+        index.unlink(missing_ok=True)
+        try:
+            self.git("--work-tree", str(dest), "read-tree", commit, index=index)
+            self.git("--work-tree", str(dest), "checkout-index", "--all", "--force", index=index)
+        finally:
+            index.unlink(missing_ok=True)

@@ -103,7 +103,7 @@ class RoleRunner:
             guard = Guard(job.protected(attempt_dir))
             result = self._call(request, attempt_dir)
             violations = guard.check_and_restore()
-            usage = usage.add(result.usage)
+            usage = usage + result.usage
 
             errors = [v.describe() for v in violations]
             output = None
@@ -117,7 +117,7 @@ class RoleRunner:
                 "schema_version": 1, "ok": ok, "harness": result.to_json(),
                 "violations": [{"area": v.area, "changes": v.changes} for v in violations], "errors": errors})
             self.journal.append("attempt_finished", loop=job.loop, role=job.role, attempt=attempt, ok=ok,
-                                outcome=result.outcome.value, errors=errors, usage=_usage_json(result.usage),
+                                outcome=result.outcome.value, errors=errors, usage=result.usage.to_json(),
                                 violations=len(violations), seconds=result.duration_s)
             if ok:
                 return RoleResult(output, attempt, [], usage)
@@ -142,8 +142,3 @@ class RoleRunner:
                                 outcome=result.outcome.value, error=result.error, retry_in=delay)
             self.sleep(delay)
         return result
-
-
-def _usage_json(usage: Usage) -> dict[str, Any]:
-    return {"input_tokens": usage.input_tokens, "cached_input_tokens": usage.cached_input_tokens,
-            "output_tokens": usage.output_tokens, "reasoning_tokens": usage.reasoning_tokens, "cost_usd": usage.cost_usd}
