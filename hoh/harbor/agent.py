@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harbor.agents.agent_auth_resolution import ResolvedModelConnection
 from harbor.agents.base import BaseAgent
 from harbor.agents.capabilities import AgentCapabilities
 from harbor.agents.installed.base import NonZeroAgentExitCodeError
@@ -74,12 +75,13 @@ class HohAgent(BaseAgent):
 
     def __init__(self, *args: Any, base_url: str | None = None, model_api_key_name: str | None = None,
                  **kwargs: Any):
-        # Harbor's --base-url and --api-key-name become hoh options: hoh configures the harness itself.
-        if base_url is not None:
-            kwargs["base_url"] = base_url
+        # Harbor's --base-url and --api-key-name (and --ak base_url) become hoh settings: hoh
+        # configures the harness's endpoint itself, so Harbor's connection machinery stays out.
         if model_api_key_name is not None:
             kwargs.setdefault("api_key_env", model_api_key_name)
         super().__init__(*args, **kwargs)
+        if base_url is not None:
+            self.options = self.options.model_copy(update={"base_url": base_url})
         self.hoh_config = self.compose_config(self.options, self.model_name)
         self._budget: float | None = None
         self._workdir: str | None = None
@@ -90,6 +92,16 @@ class HohAgent(BaseAgent):
 
     def version(self) -> str:
         return hoh.__version__
+
+    @classmethod
+    def resolve_model_connection_config(cls, model_name: str | None, resolve_env: Any, **options: Any
+                                        ) -> ResolvedModelConnection:
+        """hoh configures the harness's endpoint itself (harness.base_url, api_key_env): Harbor
+        only records the URL it was given."""
+        url = options.get("base_url")
+        return ResolvedModelConnection(user_supplied_base_url=url, resolved_base_url=url, can_configure_base_url=True)
+
+    resolve_model_connection_for_execution = resolve_model_connection_config
 
     # ---- options → hoh.yaml ------------------------------------------------------------------
     @classmethod

@@ -97,7 +97,7 @@ class TaskRun:
         if url is None:
             return None
         resolved = resolve_base_url(url)
-        check_reachable(resolved)
+        check_reachable(resolved, given=url)
         return resolved
 
     def loops(self) -> int:

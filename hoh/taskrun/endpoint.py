@@ -45,8 +45,9 @@ def resolve_base_url(url: str, route_table: Path = Path("/proc/net/route")) -> s
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def check_reachable(url: str, timeout: float = 5.0) -> None:
-    """Open a TCP connection to the endpoint, or say in one line why the environment cannot."""
+def check_reachable(url: str, timeout: float = 5.0, given: str | None = None) -> None:
+    """Open a TCP connection to the endpoint, or say in one line why the environment cannot
+    (`given`: the URL as the user wrote it, when `url` is its resolved form)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TaskEnvironmentError(f"the model endpoint {url!r} is not an http(s) URL; pass e.g. base_url=http://HOST:PORT/v1")
@@ -56,7 +57,8 @@ def check_reachable(url: str, timeout: float = 5.0) -> None:
             return
     except OSError as err:
         reason = err.strerror or type(err).__name__
+    shown = f"{given} ({url} from inside)" if given and given != url else url
     raise TaskEnvironmentError(
-        f"the model endpoint {url} is not reachable from the task environment ({reason}); give a base_url "
+        f"the model endpoint {shown} is not reachable from the task environment ({reason}); give a base_url "
         f"the environment can reach (a server on the Docker host: http://{HOST_ALIAS}:PORT/v1, listening on "
         "the host's bridge address) and a task network_mode that allows it")
