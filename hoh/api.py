@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import HohConfig
-from .runtime.journal import Journal, Progress
+from .harness import registry
 from .runtime.loop import Notify, RunReport, Runtime
 from .runtime.workspace import create_workspace, open_workspace
 
@@ -14,20 +14,22 @@ from .runtime.workspace import create_workspace, open_workspace
 def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False,
           notify: Notify | None = None) -> RunReport:
     """Create a workspace for `spec` and run `config.loops` loops in it."""
-    from .harness import registry
-    registry.create(config.harness).check_available()  # before anything is created
+    adapter = registry.create(config.harness)
+    adapter.check_available()  # before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force)
-    return Runtime(ws, notify).run(config.loops)
+    with Runtime.open(ws, notify, adapter) as runtime:
+        return runtime.run(config.loops)
 
 
 def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | None = None) -> RunReport:
     """Continue a run: finish its target, or run `more_loops` past the last finished loop."""
     ws = open_workspace(Path(workspace))
-    progress = Progress.read(Journal(ws.paths.journal))
-    target = progress.run_started["target_loops"] if progress.run_started else ws.config.loops
-    if more_loops is not None:
-        target = progress.last_finished_loop + more_loops
-    return Runtime(ws, notify).run(target)
+    with Runtime.open(ws, notify) as runtime:
+        history = runtime.history
+        target = history.run_started.target_loops if history.run_started else ws.config.loops
+        if more_loops is not None:
+            target = history.last_finished_loop + more_loops
+        return runtime.run(target)
 
 
 def status(workspace: Path) -> dict:

@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .errors import StateError
+
 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -57,3 +59,21 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def load_state(path: Path, required: tuple[str, ...] = ("schema_version",), version: int = 1) -> dict[str, Any]:
+    """Read a JSON state file, or stop with a one-line StateError naming it; never a traceback.
+
+    The file must be a JSON object with the `required` keys and a `schema_version` no newer than
+    `version` (a newer file was written by a newer hoh, which this one must not overwrite)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StateError(f"{path}: missing; restore it from a backup, nothing was changed") from None
+    except (OSError, ValueError, RecursionError) as err:
+        raise StateError(f"{path}: unreadable or corrupt ({type(err).__name__}); restore it, nothing was changed") from None
+    if not isinstance(data, dict) or not set(required) <= data.keys():
+        raise StateError(f"{path}: corrupt (expected the fields {', '.join(required)}); nothing was changed")
+    if isinstance(data.get("schema_version"), int) and data["schema_version"] > version:
+        raise StateError(f"{path}: schema_version {data['schema_version']} is newer than this hoh; upgrade hoh")
+    return data

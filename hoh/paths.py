@@ -37,10 +37,6 @@ ROLES = ("planner", "developer", "qa")
 class WorkspacePaths:
     root: Path
 
-    @classmethod
-    def at(cls, root: Path | str) -> "WorkspacePaths":
-        return cls(Path(root).expanduser().resolve())
-
     @property
     def config(self) -> Path:
         return self.root / "hoh.yaml"

@@ -88,9 +88,17 @@ def test_configs_written_to_the_isolated_home_hold_no_key_value(name, tmp_path, 
     for role in ("planner", "developer", "qa"):
         a.prepare(request(role, tmp_path))
         assert "sk-sentinel" not in " ".join(a.build_argv(request(role, tmp_path)))
-    written = [p.read_bytes() for p in (tmp_path / "home").rglob("*") if p.is_file()]
-    assert written or name == "codex"
-    assert not any(b"sk-sentinel" in data for data in written)
+    home = tmp_path / "home"
+    # codex takes its whole endpoint config as -c flags; the others get config files that name the variable.
+    expected = {"codex": [], "opencode": [f"opencode-{r}.json" for r in ("planner", "developer", "qa")],
+                "pi": [".pi/agent/models.json", ".pi/agent/settings.json"]}[name]
+    assert all((home / rel).is_file() for rel in expected)
+    assert name != "codex" or (home / ".codex").is_dir()
+    written = {p.relative_to(home).as_posix(): p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    assert sorted(written) == sorted(expected)
+    assert not any(b"sk-sentinel" in data for data in written.values())
+    if name != "codex":
+        assert any(b"HOH_TEST_KEY" in data for data in written.values())
 
 
 def test_redaction_rewrites_saved_logs(tmp_path):
@@ -115,12 +123,17 @@ def test_parsers_read_recorded_successful_runs(name):
     assert run.session_id
 
 
+RECORDED_OUTCOMES = {"http500": Outcome.model_error, "http400": Outcome.model_error,
+                     "http429": Outcome.rate_limited, "close": Outcome.network_error}
+
+
 @pytest.mark.parametrize("name", ["codex", "opencode", "pi"])
-@pytest.mark.parametrize("case", ["http500", "http400"])
-def test_parsers_type_recorded_model_errors(name, case):
+@pytest.mark.parametrize("case", sorted(RECORDED_OUTCOMES))
+def test_parsers_type_recorded_failures(name, case):
+    # Each CLI words these differently (and pi exits 0); the adapter's own patterns type them.
     run = parse(name, case)
     assert run.final_message is None
-    assert run.error_outcome is Outcome.model_error and run.error
+    assert run.error_outcome is RECORDED_OUTCOMES[case] and run.error
 
 
 def test_pi_model_error_is_caught_although_pi_exits_zero():

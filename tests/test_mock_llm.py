@@ -406,13 +406,16 @@ def test_cli_port_file_log_and_script(tmp_path: Path) -> None:
 
 # -- recorded streams of the real CLIs ----------------------------------------------------------------------
 @pytest.mark.parametrize("cli", ["codex", "opencode", "pi"])
-def test_recorded_streams_parse(cli: str) -> None:
-    from hoh.testing.mock_llm.record import EXPECTED_FINAL, final_message
+def test_recorded_streams_carry_the_scripted_final_message(cli: str) -> None:
+    # The mock filled the candidate id from the prompt's fact line; the adapter's parser reads it back.
+    from hoh.config import HarnessConfig
+    from hoh.harness import registry
+    from hoh.testing.mock_llm.record import EXPECTED_FINAL
 
-    def load(case: str) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in (STREAMS / cli / f"{case}.jsonl").read_text().splitlines() if line]
-
-    assert final_message(cli, load("success")) == (EXPECTED_FINAL, None)
-    for case in ("http500", "http400"):
-        text, error = final_message(cli, load(case))
-        assert error and not text
+    adapter = registry.create(HarnessConfig(name=cli))
+    with open(STREAMS / cli / "success.jsonl") as fh:
+        assert adapter.parse_events(fh).final_message == EXPECTED_FINAL
+    for case in ("http500", "http400", "http429", "close"):
+        with open(STREAMS / cli / f"{case}.jsonl") as fh:
+            run = adapter.parse_events(fh)
+        assert run.error and not run.final_message

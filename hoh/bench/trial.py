@@ -23,7 +23,7 @@ from ..fsutil import atomic_write_json, atomic_write_text
 from ..harness.process import reap
 from ..paths import WorkspacePaths
 from ..runtime.git import ProjectRepo
-from ..runtime.journal import Journal, Progress
+from ..runtime.journal import Journal, RunHistory
 from ..runtime.workspace import is_workspace
 from .results import (
     GRADE_SCHEMA_VERSION,
@@ -102,8 +102,8 @@ def loop_statuses(ws: Path) -> dict[int, str]:
     """loop → its hoh status (pass, partial, fail, unverified, developer_failed, …), per the journal."""
     if not is_workspace(ws):
         return {}
-    return {ev["loop"]: ev["status"] for ev in Journal(WorkspacePaths(ws).journal).events()
-            if ev["event"] == "loop_finished"}
+    history = RunHistory.read(Journal(WorkspacePaths(ws).journal))
+    return {t: stats.status for t, stats in history.loops.items() if stats.status != "running"}
 
 
 def candidate_at(ws: Path, t: int) -> tuple[str, str | None]:
@@ -251,7 +251,7 @@ def stop_harness(root: Path) -> int:
     ws = TrialPaths(root).workspace
     if not is_workspace(ws):
         return 0
-    live = Progress.read(Journal(WorkspacePaths(ws).journal)).live_processes
+    live = RunHistory.read(Journal(WorkspacePaths(ws).journal)).live_processes
     return sum(1 for pid, ticks in live if reap(pid, ticks))
 
 

@@ -14,15 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..bench import executors, modes
-from ..bench.report import fmt
-from ..bench.results import TrialPaths, read_progress
-from ..bench.runner import bench_settings, compare_runs, report_run, run_bench
-from ..bench.tasks import load_suite
-from ..bench.trial import TrialSpec, stop_harness
-from ..bench.verifier import unavailable_reasons
-from ..config import HohConfig, apply_overrides, load_config
 from .usage import UsageCommand
+
+# hoh.bench is imported inside the commands: `hoh --help` and the other commands never load it.
 
 app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False,
                   help="Benchmark runner: one hoh build per task, graded after every loop (HoH@1..@T).")
@@ -42,7 +36,7 @@ class BenchProgress:
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=20),
                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
         self.overall = None
-        self.running: dict[str, tuple[Any, TrialSpec]] = {}
+        self.running: dict[str, tuple[Any, Any]] = {}
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.poller = threading.Thread(target=self._poll, daemon=True)
@@ -59,20 +53,21 @@ class BenchProgress:
             self.poller.join(timeout=2)
             self.progress.stop()
 
-    def plan(self, specs: list[TrialSpec], kept: list[str]) -> None:
+    def plan(self, specs: list, kept: list[str]) -> None:
         if kept:
             self.console.print(f"keeping {len(kept)} finished trial(s); running {len(specs)}")
         if not self.quiet:
             self.overall = self.progress.add_task("[bold]all trials", total=len(specs))
 
-    def start(self, spec: TrialSpec) -> None:
+    def start(self, spec) -> None:
         line = None
         if not self.quiet:
             line = self.progress.add_task(f"{spec.task.id} · starting", total=int(spec.config.get("loops", 1)))
         with self.lock:
             self.running[spec.task.id] = (line, spec)
 
-    def done(self, spec: TrialSpec, record: dict[str, Any]) -> None:
+    def done(self, spec, record: dict[str, Any]) -> None:
+        from ..bench.report import fmt
         with self.lock:
             line, _ = self.running.pop(spec.task.id, (None, None))
         scores = " ".join(f"@{s['loop']} {fmt(s['score'], 2)}" for s in record["scores"])
@@ -84,6 +79,7 @@ class BenchProgress:
             self.progress.advance(self.overall)
 
     def _poll(self) -> None:
+        from ..bench.results import TrialPaths, read_progress
         while not self.stopped.wait(self.POLL_SECONDS):
             with self.lock:
                 running = list(self.running.items())
@@ -99,6 +95,7 @@ class BenchProgress:
 
 
 def render_summary(console: Console, summary: dict[str, Any]) -> None:
+    from ..bench.report import fmt
     loops = [e["loop"] for e in summary["mean_score_by_loop"]]
     table = Table(show_edge=False, title=None)
     for col in ["task", "outcome", *[f"@{k}" for k in loops], "tokens", "wall", "note"]:
@@ -121,6 +118,7 @@ def render_summary(console: Console, summary: dict[str, Any]) -> None:
 def interrupted(progress: BenchProgress) -> None:
     """Ctrl-C: stop the running trials' harness processes and leave at once, as after a kill -9;
     rerunning the same command resumes every unfinished trial from its journal."""
+    from ..bench.trial import stop_harness
     progress.stopped.set()
     for _, spec in list(progress.running.values()):
         stop_harness(spec.root)
@@ -150,7 +148,7 @@ def run(
     loops: Optional[int] = typer.Option(None, "--loops", "-n", min=1, help="T: loops per task, graded after each "
                                         "(default 3; 1 for vanilla and the oracle).", rich_help_panel="Mode"),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Trials in parallel.", rich_help_panel="Execution"),
-    executor: str = typer.Option("local", "--executor", help=f"{' | '.join(executors.names())}.",
+    executor: str = typer.Option("local", "--executor", help="local | ray.",
                                  rich_help_panel="Execution"),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="An existing Ray cluster "
                                               "(e.g. 10.0.0.5:6379 or ray://host:10001).", rich_help_panel="Execution"),
@@ -169,6 +167,9 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress.", rich_help_panel="Run"),
 ) -> None:
     """Run SUITE: one hoh build per task, graded after every loop; finished trials of OUT are kept."""
+    from ..bench import modes
+    from ..bench.runner import bench_settings, run_bench
+    from ..config import HohConfig, apply_overrides, load_config
     # A benchmark goes on past a failed role (the loop is recorded as failed); --set can change it.
     base = load_config(config) if config else HohConfig(policy={"on_role_failure": "continue"})
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model,
@@ -199,6 +200,8 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Summarise a run (mean score per loop, pass rate, tokens); with --compare, per-task deltas."""
+    from ..bench.report import fmt
+    from ..bench.runner import compare_runs, report_run
     if compare is None:
         paths, summary = report_run(out_dir)
         if as_json:
@@ -229,6 +232,8 @@ def list_tasks(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List a suite's tasks with their metadata, and whether each can be graded on this machine."""
+    from ..bench.tasks import load_suite
+    from ..bench.verifier import unavailable_reasons
     found = load_suite(suite, task_filter)
     rows = []
     for task in found.tasks:

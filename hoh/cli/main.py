@@ -12,14 +12,12 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .. import api
-from ..config import HohConfig, apply_overrides, load_config
 from ..errors import HohError
-from ..runtime.loop import RunReport
 from . import bench as bench_cli
-from .progress import LiveProgress
 from .usage import UsageCommand
-from .status import render_status, show_issue
+
+# The runtime, the harness adapters and rich's tables are imported inside the commands that use
+# them, so `hoh --help` and `hoh status` load only what they need.
 
 app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
@@ -35,7 +33,7 @@ def _error(message: str) -> None:
     print(f"hoh: {message}", file=sys.stderr, flush=True)
 
 
-def _finish(report: RunReport, workspace: Path) -> None:
+def _finish(report, workspace: Path) -> None:
     if report.status == "finished":
         out.print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
         return
@@ -63,6 +61,9 @@ def build(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress.", rich_help_panel="Run"),
 ) -> None:
     """Start a new project from SPEC and run its loops."""
+    from .. import api
+    from ..config import HohConfig, apply_overrides, load_config
+    from .progress import LiveProgress
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops})
@@ -79,6 +80,8 @@ def resume(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
 ) -> None:
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
+    from .. import api
+    from .progress import LiveProgress
     with LiveProgress(err, quiet) as progress:
         report = api.resume(workspace, more_loops=loops, notify=progress)
     _finish(report, workspace)
@@ -90,6 +93,8 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
+    from .. import api
+    from .status import render_status
     data = api.status(workspace)
     if as_json:
         out.print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
@@ -103,6 +108,8 @@ def show(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
 ) -> None:
     """Print one issue or verified behaviour with its whole history."""
+    from .. import api
+    from .status import show_issue
     show_issue(out, api.ledger_item(workspace, issue_id))
 
 

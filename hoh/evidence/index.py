@@ -7,12 +7,12 @@ cut to their headline. Building it reads only the ledger and the last few loops'
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import IndexConfig
+from ..fsutil import load_state
 from ..paths import WorkspacePaths
 from .ledger import Ledger
 
@@ -103,7 +103,7 @@ def loop_summary(loop: int, plan: dict[str, Any] | None, qa: dict[str, Any] | No
 def build_index(paths: WorkspacePaths, spec: str, ledger: Ledger, last_loop: int, cfg: IndexConfig) -> str:
     """The index after `last_loop`; reads only the last `cfg.recent_loops` loops' files."""
     def load(path):
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        return load_state(path, ("schema_version", "loop")) if path.exists() else None
 
     summaries = []
     for loop in range(max(1, last_loop - cfg.recent_loops + 1), last_loop + 1):

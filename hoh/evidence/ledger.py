@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StateError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, load_state
 
 LEDGER_SCHEMA_VERSION = 1
 SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
@@ -60,15 +60,7 @@ class Ledger:
     def load(cls, path: Path) -> "Ledger":
         if not path.exists():
             return cls()
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            raise StateError(f"{path}: corrupt ledger (not JSON); restore it from a backup, nothing was overwritten") from None
-        version = data.get("schema_version") if isinstance(data, dict) else None
-        if not isinstance(version, int):
-            raise StateError(f"{path}: corrupt ledger (no schema_version); nothing was overwritten")
-        if version > LEDGER_SCHEMA_VERSION:
-            raise StateError(f"{path}: ledger schema_version {version} is newer than this hoh; upgrade hoh")
+        data = load_state(path, ("schema_version", "issues", "behaviours"), LEDGER_SCHEMA_VERSION)
         if problem := _shape_problem(data):
             raise StateError(f"{path}: corrupt ledger ({problem}); nothing was overwritten")
         return cls(data)

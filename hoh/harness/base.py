@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -23,7 +22,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
 from ..fsutil import atomic_write_json
-from .process import ProcessResult, run_process
+from .process import ProcessResult, call, run_process
 
 
 class Outcome(str, Enum):
@@ -166,8 +165,6 @@ class HarnessAdapter(ABC):
 
     name: ClassVar[str]
     supports_resume: ClassVar[bool] = False
-    has_sandbox: ClassVar[bool] = False
-    """Whether the CLI itself can stop a read-only role from writing."""
     executable: ClassVar[str | None] = None
     """The CLI's usual command name; None for harnesses that ship inside hoh."""
     npm_package: ClassVar[str | None] = None
@@ -206,12 +203,11 @@ class HarnessAdapter(ABC):
         if path is None:
             return None
         try:
-            proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30,
-                                  stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
+            proc = call([path, "--version"], timeout=30)
+        except OSError:
             return None
-        match = re.search(r"\d+\.\d+\.\d+", proc.stdout + proc.stderr)
-        return match.group(0) if proc.returncode == 0 and match else None
+        match = re.search(r"\d+\.\d+\.\d+", proc.stdout.decode(errors="replace") + proc.stderr)
+        return match.group(0) if proc.ok and match else None
 
     def check_available(self) -> None:
         """Raise HarnessUnavailable, naming the install command, if this CLI cannot be used."""

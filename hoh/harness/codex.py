@@ -9,12 +9,13 @@ hoh validates the reply itself.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials, json_events
+from .base import (HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials,
+                   json_events)
+from .process import call
 
 PROVIDER = "hoh"
 
@@ -111,11 +112,9 @@ class CodexAdapter(HarnessAdapter):
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
                "CODEX_HOME": str(home / ".codex"), "TMPDIR": str(home / "tmp")}
         try:
-            ok = subprocess.run([self.command, "sandbox", "--", "true"], cwd=probe_dir, env=env,
-                                capture_output=True, timeout=60, stdin=subprocess.DEVNULL).returncode == 0
-            subprocess.run([self.command, "sandbox", "--", "sh", "-c", "echo x > probe"], cwd=probe_dir, env=env,
-                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as err:
+            ok = call([self.command, "sandbox", "--", "true"], cwd=probe_dir, env=env, timeout=60).ok
+            call([self.command, "sandbox", "--", "sh", "-c", "echo x > probe"], cwd=probe_dir, env=env, timeout=60)
+        except OSError as err:
             return f"unknown: could not run the sandbox ({err})"
         if not ok:
             return "broken: `codex sandbox -- true` fails here; read-only roles rely on hoh's guard alone"

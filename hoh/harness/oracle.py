@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..plans import single_task_plan
 from ..testing.scripted_agent import emit
 from .base import RoleRequest
 from .scripted import ScriptedAdapter
@@ -42,13 +43,9 @@ class OracleAdapter(ScriptedAdapter):
 
 # ---- the agent process -------------------------------------------------------------------------
 def plan(loop: int) -> dict[str, Any]:
-    return {"schema_version": 1, "loop": loop, "goal": "Apply the task's reference solution",
-            "tasks": [{"id": "T1", "title": "Run solution/solve.sh",
-                       "details": "The oracle applies the reference solution in the project directory.",
-                       "acceptance": [{"id": "T1.A1", "condition": "solution/solve.sh exits 0",
-                                       "method": "white-box"}],
-                       "issues": []}],
-            "preserve": [], "out_of_scope": []}
+    return single_task_plan(loop, goal="Apply the task's reference solution", title="Run solution/solve.sh",
+                            details="The oracle applies the reference solution in the project directory.",
+                            condition="solution/solve.sh exits 0", method="white-box")
 
 
 def develop(loop: int, solution: Path) -> dict[str, Any]:

@@ -1,8 +1,10 @@
-"""The one subprocess choke point: every harness CLI runs through `run_process`.
+"""The one subprocess choke point: every process hoh starts goes through `run_process` (harness
+CLIs: long, logged to files) or `call` (git, `--version`, probes: short, captured).
 
-It owns the wall and idle timeouts, the kill of the whole process group, teeing stdout and
-stderr to files as they arrive (so a kill keeps the partial event stream), and bounded memory:
-only the head and tail of stderr are kept in memory, whatever the CLI prints.
+Both own the timeouts, the kill of the whole process group (children included), and bounded
+memory: `run_process` tees stdout and stderr to files as they arrive (so a kill keeps the partial
+event stream) and keeps only the head and tail of stderr; `call` keeps stdout up to a cap and the
+head and tail of stderr.
 """
 
 from __future__ import annotations
@@ -35,23 +37,28 @@ class ProcessResult:
 
 
 class _Tee(threading.Thread):
-    """Copy a pipe to a file chunk by chunk, noting the time of the last output."""
+    """Copy a pipe to a file (or keep up to `keep_all` bytes of it) chunk by chunk, noting the time
+    of the last output and, if asked, the head and tail for an excerpt."""
 
-    def __init__(self, pipe, path: Path, keep_excerpt: bool):
+    def __init__(self, pipe, path: Path | None, keep_excerpt: bool, keep_all: int = 0):
         super().__init__(daemon=True)
-        self.pipe, self.path, self.keep_excerpt = pipe, path, keep_excerpt
+        self.pipe, self.path, self.keep_excerpt, self.keep_all = pipe, path, keep_excerpt, keep_all
         self.last_activity = time.monotonic()
         self.head = bytearray()
         self.tail = bytearray()
+        self.data = bytearray()
         self.total = 0
 
     def run(self) -> None:
-        with open(self.path, "wb") as out:
+        with open(self.path, "wb") if self.path else open(os.devnull, "wb") as out:
             for chunk in iter(lambda: self.pipe.read1(65536), b""):
                 self.last_activity = time.monotonic()
-                out.write(chunk)
-                out.flush()
+                if self.path:
+                    out.write(chunk)
+                    out.flush()
                 self.total += len(chunk)
+                if len(self.data) < self.keep_all:
+                    self.data += chunk[: self.keep_all - len(self.data)]
                 if self.keep_excerpt:
                     if len(self.head) < TAIL_BYTES:
                         self.head += chunk[: TAIL_BYTES - len(self.head)]
@@ -142,11 +149,7 @@ def run_process(
         _kill_group(proc)
         raise
     if not timed_out:
-        # Children that outlive the leader would keep the pipes open and leak.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_leftovers(proc)
     proc.wait()
     out.join(timeout=10)
     err.join(timeout=10)
@@ -170,6 +173,59 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
             proc.stdin.close()
         except OSError:
             pass
+
+
+@dataclass(frozen=True)
+class CallResult:
+    exit_code: int | None
+    """None when the call timed out and was killed."""
+    stdout: bytes
+    stderr: str
+    """Head and tail of stderr."""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class OutputTooLarge(OSError):
+    """A short call printed more than its cap: refused rather than silently cut."""
+
+
+def call(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 60.0,
+         max_stdout: int = 64 * 1024 * 1024) -> CallResult:
+    """Run a short command to completion in its own process group, stdin closed.
+
+    On timeout the whole group is killed and `exit_code` is None. Raises OSError when the program
+    cannot be started, OutputTooLarge when stdout passes `max_stdout`."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = _Tee(proc.stdout, None, False, keep_all=max_stdout + 1), _Tee(proc.stderr, None, True)
+    out.start()
+    err.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    except BaseException:
+        _kill_group(proc)
+        raise
+    _kill_group(proc) if timed_out else _kill_leftovers(proc)
+    proc.wait()
+    out.join(timeout=10)
+    err.join(timeout=10)
+    if out.total > max_stdout:
+        raise OutputTooLarge(f"{argv[0]} printed more than {max_stdout} bytes")
+    return CallResult(None if timed_out else proc.returncode, bytes(out.data), err.excerpt())
+
+
+def _kill_leftovers(proc: subprocess.Popen) -> None:
+    """Children that outlive the leader would keep the pipes open and leak."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def start_ticks(pid: int) -> int | None:

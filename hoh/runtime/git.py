@@ -7,11 +7,13 @@ the same commit ids whether or not the run was interrupted and resumed in betwee
 from __future__ import annotations
 
 import os
-import subprocess
+import shutil
 from pathlib import Path
 
 from ..errors import HohError
+from ..harness.process import call
 
+GIT_TIMEOUT_SECONDS = 1800
 EPOCH = 1_700_000_000  # 2023-11-14; commit dates are EPOCH + loop, never the wall clock
 
 
@@ -37,12 +39,12 @@ class ProjectRepo:
         env = self._env(loop)
         if index is not None:
             env["GIT_INDEX_FILE"] = str(index)
-        proc = subprocess.run(
-            ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
-             "-c", "core.autocrlf=false", *args],
-            cwd=self.path, env=env, capture_output=True, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise GitError(f"git {' '.join(args)} failed in {self.path}: {proc.stderr.decode(errors='replace').strip()}")
+        argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
+                "-c", "core.autocrlf=false", *args]
+        proc = call(argv, cwd=self.path, env=env, timeout=GIT_TIMEOUT_SECONDS)
+        if not proc.ok:
+            why = "timed out" if proc.exit_code is None else proc.stderr.strip()
+            raise GitError(f"git {' '.join(args)} failed in {self.path}: {why}")
         return proc.stdout if binary else proc.stdout.decode().strip()
 
     def init(self) -> str:
@@ -74,8 +76,9 @@ class ProjectRepo:
     def empty_worktree(self) -> None:
         """Remove every file but .git (warm start off: the Developer starts from nothing)."""
         for child in self.path.iterdir():
-            if child.name != ".git":
-                subprocess.run(["rm", "-rf", str(child)], check=True)
+            if child.name == ".git":
+                continue
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
     def commit_all(self, parent: str, message: str, loop: int) -> str:
         """Commit the whole work tree as a child of `parent`; idempotent for equal trees."""

@@ -1,7 +1,9 @@
-"""The append-only, fsynced event log that is the truth for resume.
+"""The append-only, fsynced event log that is the truth for resume, and the one fold over it.
 
-Each line is one JSON event with a sequence number and wall time. A line cut short by a crash
-is ignored on read (it never completed); everything before it stands.
+Each line is one event of `events.py` with a sequence number and wall time. A line cut short by
+a crash is ignored on read (it never completed); everything before it stands. `RunHistory.fold`
+is the only reader that derives state from the events: resume progress and per-loop figures
+(`hoh status`, reports, budgets) all come from it.
 """
 
 from __future__ import annotations
@@ -11,39 +13,79 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterable, Iterator
 
 from ..errors import StateError
+from ..harness.base import Usage
+from ..paths import ROLES
+from .events import (AttemptFinished, AttemptStarted, Event, EventError, LoopFinished, LoopStarted, ProcessStarted,
+                     RunFinished, RunStarted, StepFinished)
 
 JOURNAL_SCHEMA_VERSION = 1
+_TAIL_PROBE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Record:
+    """One journal line: the event with its sequence number and wall time."""
+
+    seq: int
+    time: float
+    event: Event
 
 
 class Journal:
     def __init__(self, path: Path):
         self.path = path
-        self._seq = sum(1 for _ in self.events())
+        self._seq = self._last_seq()
         self._written = bytearray()  # what this process appended, so the guard can tell it from others' writes
 
-    def events(self) -> Iterator[dict[str, Any]]:
+    def _last_seq(self) -> int:
+        """The last complete line's sequence number, read from the end of the file (not the whole log)."""
+        if not self.path.exists():
+            return 0
+        with open(self.path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            probe = min(size, _TAIL_PROBE)
+            while True:
+                fh.seek(size - probe)
+                lines = fh.read(probe).split(b"\n")
+                complete = lines[1:-1] if probe < size else lines[:-1]
+                for line in reversed(complete):
+                    try:
+                        return int(json.loads(line)["seq"])
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a torn line; the one before it is the last complete one
+                if probe >= size:
+                    return 0
+                probe = min(size, probe * 4)
+
+    def records(self) -> Iterator[Record]:
         if not self.path.exists():
             return
         with open(self.path, encoding="utf-8") as fh:
             lines = fh.readlines()
         for number, line in enumerate(lines, 1):
             try:
-                event = json.loads(line)
+                raw = json.loads(line)
             except ValueError:
                 if number == len(lines):  # torn final write from a crash
                     return
                 raise StateError(f"{self.path}: line {number} is corrupt; restore it from a backup") from None
-            if event.get("v", 1) > JOURNAL_SCHEMA_VERSION:
-                raise StateError(f"{self.path}: written by a newer hoh (v{event['v']}); upgrade hoh")
-            yield event
+            if not isinstance(raw, dict):
+                raise StateError(f"{self.path}: line {number} is not an event; restore it from a backup")
+            if isinstance(raw.get("v"), int) and raw["v"] > JOURNAL_SCHEMA_VERSION:
+                raise StateError(f"{self.path}: written by a newer hoh (v{raw['v']}); upgrade hoh")
+            try:
+                yield Record(int(raw["seq"]), float(raw["time"]), Event.from_json(raw))
+            except (EventError, KeyError, TypeError, ValueError) as err:
+                raise StateError(f"{self.path}: line {number}: {err}; restore the journal from a backup") from None
 
-    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+    def append(self, event: Event) -> Record:
         self._seq += 1
-        record = {"v": JOURNAL_SCHEMA_VERSION, "seq": self._seq, "time": round(time.time(), 3), "event": event, **fields}
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        record = Record(self._seq, round(time.time(), 3), event)
+        line = {"v": JOURNAL_SCHEMA_VERSION, "seq": record.seq, "time": record.time, **event.to_json()}
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
         self._repair_torn_tail()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -68,57 +110,110 @@ class Journal:
             fh.seek(-1, os.SEEK_END)
             if fh.read(1) == b"\n":
                 return
-            fh.seek(0)
-            data = fh.read()
-            fh.truncate(data.rfind(b"\n") + 1)
+            size = fh.seek(0, os.SEEK_END)
+            probe = min(size, _TAIL_PROBE)
+            while True:
+                fh.seek(size - probe)
+                cut = fh.read(probe).rfind(b"\n")
+                if cut >= 0 or probe >= size:
+                    break
+                probe = min(size, probe * 4)
+            fh.truncate(size - probe + cut + 1)
             fh.flush()
             os.fsync(fh.fileno())
 
 
 @dataclass
-class Progress:
-    """What the journal says has completed, step by step."""
+class LoopStats:
+    """What the journal says about one loop."""
 
-    steps: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
-    """(loop, step) → the event that finished it; steps: planner, developer, freeze, qa, evidence."""
-    loops_finished: list[int] = field(default_factory=list)
-    run_started: dict[str, Any] | None = None
-    run_finished: dict[str, Any] | None = None
+    loop: int
+    status: str = "running"
+    """running until LoopFinished; then pass | partial | fail | *_failed | unverified."""
+    candidate_id: str | None = None
+    verified: int = 0
+    criteria: int = 0
+    issues: dict[str, int] | None = None
+    attempts: dict[str, int] = field(default_factory=lambda: {r: 0 for r in ROLES})
+    usage: dict[str, Usage] = field(default_factory=lambda: {r: Usage() for r in ROLES})
+    role_seconds: dict[str, float] = field(default_factory=lambda: {r: 0.0 for r in ROLES})
+    """Time inside the harness, per role, summed over attempts."""
+    started: float | None = None
+    finished: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return round(self.finished - self.started, 2) if self.started is not None and self.finished is not None else 0.0
+
+    @property
+    def total_usage(self) -> Usage:
+        return Usage.sum(self.usage.values())
+
+
+@dataclass
+class RunHistory:
+    """The fold of the whole journal: what has completed (for resume) and the figures of every loop."""
+
+    steps: dict[tuple[int, str], StepFinished] = field(default_factory=dict)
+    """(loop, step) → the event that finished it."""
+    loops: dict[int, LoopStats] = field(default_factory=dict)
+    run_started: RunStarted | None = None
+    run_finished: RunFinished | None = None
     live_processes: list[tuple[int, int | None]] = field(default_factory=list)
     """Harness processes started since the last run began and never seen to finish: after a
     crash of hoh itself they may still be running."""
+    in_flight: AttemptStarted | None = None
+    """The attempt running now (or cut off by a crash), if any."""
 
     @classmethod
-    def read(cls, journal: Journal) -> "Progress":
-        try:
-            return cls._read(journal)
-        except (KeyError, TypeError) as err:
-            raise StateError(f"{journal.path}: an event lacks {err}; restore the journal from a backup") from None
+    def read(cls, journal: Journal) -> "RunHistory":
+        return cls.fold(journal.records())
 
     @classmethod
-    def _read(cls, journal: Journal) -> "Progress":
-        progress = cls()
-        for ev in journal.events():
-            kind = ev["event"]
-            if kind == "run_started":
-                progress.run_started = ev
-                progress.run_finished = None
-                progress.live_processes = []
-            elif kind == "process_started":
-                progress.live_processes.append((ev["pid"], ev.get("start_ticks")))
-            elif kind == "attempt_finished":
-                progress.live_processes = []
-            elif kind == "step_finished":
-                progress.steps[(ev["loop"], ev["step"])] = ev
-            elif kind == "loop_finished":
-                progress.loops_finished.append(ev["loop"])
-            elif kind == "run_finished":
-                progress.run_finished = ev
-        return progress
+    def fold(cls, records: Iterable[Record]) -> "RunHistory":
+        history = cls()
+        for record in records:
+            history._apply(record)
+        return history
 
-    def done(self, loop: int, step: str) -> dict[str, Any] | None:
+    def _loop(self, t: int) -> LoopStats:
+        return self.loops.setdefault(t, LoopStats(t))
+
+    def _apply(self, record: Record) -> None:
+        ev = record.event
+        if isinstance(ev, RunStarted):
+            self.run_started, self.run_finished, self.live_processes = ev, None, []
+        elif isinstance(ev, RunFinished):
+            self.run_finished, self.in_flight = ev, None
+        elif isinstance(ev, LoopStarted):
+            self._loop(ev.loop).started = record.time
+        elif isinstance(ev, AttemptStarted):
+            self.in_flight = ev
+        elif isinstance(ev, ProcessStarted):
+            self.live_processes.append((ev.pid, ev.start_ticks))
+        elif isinstance(ev, AttemptFinished):
+            self.live_processes, self.in_flight = [], None
+            stats = self._loop(ev.loop)
+            stats.attempts[ev.role] += 1
+            stats.usage[ev.role] = stats.usage[ev.role] + Usage.from_json(ev.usage)
+            stats.role_seconds[ev.role] = round(stats.role_seconds[ev.role] + ev.seconds, 3)
+        elif isinstance(ev, StepFinished):
+            self.steps[(ev.loop, ev.step)] = ev
+        elif isinstance(ev, LoopFinished):
+            stats = self._loop(ev.loop)
+            stats.status, stats.candidate_id, stats.issues = ev.status, ev.candidate_id, ev.issues
+            stats.verified, stats.criteria, stats.finished = ev.verified, ev.criteria, record.time
+
+    def done(self, loop: int, step: str) -> StepFinished | None:
         return self.steps.get((loop, step))
 
     @property
     def last_finished_loop(self) -> int:
-        return max(self.loops_finished, default=0)
+        return max((t for t, s in self.loops.items() if s.status != "running"), default=0)
+
+    @property
+    def usage(self) -> Usage:
+        return Usage.sum(s.total_usage for s in self.loops.values())
+
+    def loop_list(self) -> list[LoopStats]:
+        return [self.loops[t] for t in sorted(self.loops)]

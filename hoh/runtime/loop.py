@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..errors import RoleFailed
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
-from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
+from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_file
 from ..harness import registry
+from ..harness.base import HarnessAdapter
 from ..harness.process import reap
-from .journal import Journal, Progress
+from ..plans import single_task_plan
+from . import events as ev
+from .journal import Journal, RunHistory
 from .jobs import JobFactory
 from .lock import WorkspaceLock
 from .planmd import plan_markdown
 from .roles import RoleJob, RoleRunner
-from .workspace import Workspace, load_state
+from .workspace import Workspace
 
 Notify = Callable[..., None]
 
@@ -41,13 +45,20 @@ class RunReport:
 
 def spec_as_plan(t: int) -> dict[str, Any]:
     """The plan of a Developer-only loop: the whole spec, no Planner, no increments."""
-    return {"schema_version": 1, "loop": t, "goal": "Implement the product spec",
-            "tasks": [{"id": "T1", "title": "Implement the spec",
-                       "details": "Build everything the spec asks for, continuing from the project as it is.",
-                       "acceptance": [{"id": "T1.A1", "condition": "The product does what the spec asks",
-                                       "method": "black-box"}],
-                       "issues": []}],
-            "preserve": [], "out_of_scope": []}
+    return single_task_plan(t, goal="Implement the product spec", title="Implement the spec",
+                            details="Build everything the spec asks for, continuing from the project as it is.",
+                            condition="The product does what the spec asks")
+
+
+@dataclass
+class LoopOutcome:
+    """How a loop ended, and the state files it got as far as writing."""
+
+    status: str
+    plan: dict[str, Any] | None = None
+    developer: dict[str, Any] | None = None
+    candidate: dict[str, Any] | None = None
+    qa: dict[str, Any] | None = None
 
 
 def _load(path) -> dict[str, Any]:
@@ -55,66 +66,84 @@ def _load(path) -> dict[str, Any]:
 
 
 class Runtime:
-    def __init__(self, workspace: Workspace, notify: Notify | None = None):
+    """One open session on a workspace: it holds the lock, the journal, the job factory and the role
+    runner from the start, and only iterates loops.
+
+        with Runtime.open(workspace) as runtime:
+            report = runtime.run(target_loops)
+    """
+
+    def __init__(self, workspace: Workspace, journal: Journal, adapter: HarnessAdapter, notify: Notify | None = None):
         self.ws = workspace
         self.paths, self.config, self.repo = workspace.paths, workspace.config, workspace.repo
         self.notify: Notify = notify or (lambda *a, **k: None)
+        self.journal = journal
+        self.history = RunHistory.read(journal)
+        self.jobs = JobFactory(self.paths, self.config, self.repo, journal)
+        self.runner = RoleRunner(self.paths, adapter, journal, policy=self.config.policy,
+                                 timeouts=self.config.timeouts, notify=self.notify,
+                                 home=self.paths.harness_home(self.config.harness.name))
 
-    # ---- entry point -------------------------------------------------------------------------
-    def run(self, target_loops: int) -> RunReport:
-        with WorkspaceLock(self.paths.lock):
-            self.journal = Journal(self.paths.journal)
-            progress = Progress.read(self.journal)
-            for pid, ticks in progress.live_processes:
-                if reap(pid, ticks):
-                    self.journal.append("orphan_reaped", pid=pid)
-            self.repo.clear_stale_locks()
-            self.jobs = JobFactory(self.paths, self.config, self.repo, self.journal)
-            adapter = registry.create(self.config.harness)
+    @classmethod
+    @contextmanager
+    def open(cls, workspace: Workspace, notify: Notify | None = None,
+             adapter: HarnessAdapter | None = None) -> Iterator["Runtime"]:
+        """Take the workspace lock, clean up after a crash (orphaned agents, git locks), and check the
+        harness (unless the caller passes one it has checked already)."""
+        if adapter is None:
+            adapter = registry.create(workspace.config.harness)
             adapter.check_available()
-            self.runner = RoleRunner(self.paths, adapter, self.journal, policy=self.config.policy,
-                                     timeouts=self.config.timeouts, notify=self.notify,
-                                     home=self.paths.harness_home(self.config.harness.name))
-            self.journal.append("run_started", target_loops=target_loops, resumed=progress.run_started is not None,
-                                harness=self.config.harness.name)
-            report = RunReport("running", progress.last_finished_loop, target_loops)
-            try:
-                for t in range(progress.last_finished_loop + 1, target_loops + 1):
-                    self.notify("loop", loop=t, target=target_loops)
-                    self.run_loop(t, progress)
-                    report.loops_finished = t
-                report.status = "finished"
-            except RoleFailed as err:
-                report.status, report.error = "stopped", str(err)
-            except BaseException as err:
-                report.status = "interrupted" if isinstance(err, KeyboardInterrupt) else "error"
-                report.error = str(err) or type(err).__name__
-                raise
-            finally:
-                self.journal.append("run_finished", status=report.status, loops_finished=report.loops_finished,
-                                    error=report.error)
-            return report
+        with WorkspaceLock(workspace.paths.lock):
+            journal = Journal(workspace.paths.journal)
+            for pid, ticks in RunHistory.read(journal).live_processes:
+                if reap(pid, ticks):
+                    journal.append(ev.OrphanReaped(pid=pid))
+            workspace.repo.clear_stale_locks()
+            yield cls(workspace, journal, adapter, notify)
+
+    def run(self, target_loops: int) -> RunReport:
+        history = self.history
+        self.journal.append(ev.RunStarted(target_loops=target_loops, resumed=history.run_started is not None,
+                                          harness=self.config.harness.name))
+        report = RunReport("running", history.last_finished_loop, target_loops)
+        try:
+            for t in range(history.last_finished_loop + 1, target_loops + 1):
+                self.notify("loop", loop=t, target=target_loops)
+                self.run_loop(t)
+                report.loops_finished = t
+            report.status = "finished"
+        except RoleFailed as err:
+            report.status, report.error = "stopped", str(err)
+        except BaseException as err:
+            report.status = "interrupted" if isinstance(err, KeyboardInterrupt) else "error"
+            report.error = str(err) or type(err).__name__
+            raise
+        finally:
+            self.journal.append(ev.RunFinished(status=report.status, loops_finished=report.loops_finished,
+                                               error=report.error))
+        return report
 
     # ---- one loop ----------------------------------------------------------------------------
-    def run_loop(self, t: int, progress: Progress) -> None:
+    def run_loop(self, t: int) -> None:
         lp = self.paths.loop(t)
         lp.dir.mkdir(parents=True, exist_ok=True)
         base = self.base_commit(t)
-        if not progress.steps.keys() & {(t, s) for s in ("planner", "developer", "freeze", "qa", "evidence")}:
-            self.journal.append("loop_started", loop=t, base_commit=base)
+        if not any(self.history.done(t, step) for step in ev.STEPS):
+            self.journal.append(ev.LoopStarted(loop=t, base_commit=base))
+        self.finish_loop(t, self.loop_steps(t, base))
 
-        plan = self.step_planner(t, base, progress)
+    def loop_steps(self, t: int, base: str) -> LoopOutcome:
+        plan = self.step_planner(t, base)
         if plan is None:
-            return self.finish_loop(t, progress, "planner_failed", plan=None, developer=None, candidate=None, qa=None)
-        developer = self.step_developer(t, base, plan, progress)
+            return LoopOutcome("planner_failed")
+        developer = self.step_developer(t, base, plan)
         if developer is None:
-            return self.finish_loop(t, progress, "developer_failed", plan, None, None, None)
-        candidate = self.step_freeze(t, base, plan, progress)
+            return LoopOutcome("developer_failed", plan)
+        candidate = self.step_freeze(t, base, plan)
         if self.config.mode == "developer_only":
-            return self.finish_loop(t, progress, "unverified", plan, developer, candidate, None)
-        qa = self.step_qa(t, plan, candidate, progress)
-        status = qa["verdict"] if qa else "qa_failed"
-        self.finish_loop(t, progress, status, plan, developer, candidate, qa)
+            return LoopOutcome("unverified", plan, developer, candidate)
+        qa = self.step_qa(t, plan, candidate)
+        return LoopOutcome(qa["verdict"] if qa else "qa_failed", plan, developer, candidate, qa)
 
     def base_commit(self, t: int) -> str:
         """A_{t-1}: the newest frozen candidate before loop t, else the empty root commit."""
@@ -125,9 +154,8 @@ class Runtime:
         return self.ws.identity["root_commit"]
 
     def _finished(self, t: int, step: str, path=None, **fields: Any) -> None:
-        if path is not None:
-            fields["sha256"] = sha256_file(path)
-        self.journal.append("step_finished", loop=t, step=step, **fields)
+        sha = sha256_file(path) if path is not None else None
+        self.journal.append(ev.StepFinished(loop=t, step=step, sha256=sha, **fields))
 
     def _run_role(self, job: RoleJob) -> dict[str, Any] | None:
         """Run a role afresh; a role interrupted earlier keeps its attempts aside, not reused."""
@@ -137,22 +165,22 @@ class Runtime:
             while (aside := role_dir.with_name(f"{job.role}.interrupted-{n}")).exists():
                 n += 1
             role_dir.rename(aside)
-            self.journal.append("role_set_aside", loop=job.loop, role=job.role, moved_to=self.paths.rel(aside))
+            self.journal.append(ev.RoleSetAside(loop=job.loop, role=job.role, moved_to=self.paths.rel(aside)))
         self.notify("role", role=job.role, loop=job.loop)
         result = self.runner.run(job)
         if result.output is not None:
             return result.output
-        self.journal.append("role_failed", loop=job.loop, role=job.role, attempts=result.attempts, errors=result.errors)
+        self.journal.append(ev.RoleFailed(loop=job.loop, role=job.role, attempts=result.attempts, errors=result.errors))
         if self.config.policy.on_role_failure == "stop":
             raise RoleFailed(job.role, job.loop, result.errors)
         self._finished(job.loop, job.role, status="failed")
         return None
 
     # ---- steps -------------------------------------------------------------------------------
-    def step_planner(self, t: int, base: str, progress: Progress) -> dict[str, Any] | None:
+    def step_planner(self, t: int, base: str) -> dict[str, Any] | None:
         lp = self.paths.loop(t)
-        if done := progress.done(t, "planner"):
-            return _load(lp.plan) if done.get("status", "ok") == "ok" else None
+        if done := self.history.done(t, "planner"):
+            return _load(lp.plan) if done.status == "ok" else None
         if self.config.mode == "developer_only":
             plan, reused = spec_as_plan(t), False
         elif not self.config.mechanisms.plan_update and t > 1 and self.paths.loop(1).plan.exists():
@@ -173,10 +201,10 @@ class Runtime:
         self._finished(t, "planner", lp.plan, status="ok", reused_plan=reused)
         return plan
 
-    def step_developer(self, t: int, base: str, plan: dict[str, Any], progress: Progress) -> dict[str, Any] | None:
+    def step_developer(self, t: int, base: str, plan: dict[str, Any]) -> dict[str, Any] | None:
         lp = self.paths.loop(t)
-        if done := progress.done(t, "developer"):
-            return _load(lp.developer) if done.get("status", "ok") == "ok" else None
+        if done := self.history.done(t, "developer"):
+            return _load(lp.developer) if done.status == "ok" else None
         self.repo.reset_to(base)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
@@ -188,9 +216,9 @@ class Runtime:
         self._finished(t, "developer", lp.developer, status="ok")
         return report
 
-    def step_freeze(self, t: int, base: str, plan: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    def step_freeze(self, t: int, base: str, plan: dict[str, Any]) -> dict[str, Any]:
         lp = self.paths.loop(t)
-        if progress.done(t, "freeze"):
+        if self.history.done(t, "freeze"):
             return _load(lp.candidate)
         commit = self.repo.commit_all(base, f"hoh loop {t}: {plan['goal']}", loop=t)
         tree = self.repo.tree_of(commit)
@@ -203,10 +231,10 @@ class Runtime:
         self.notify("frozen", loop=t, candidate_id=candidate["candidate_id"])
         return candidate
 
-    def step_qa(self, t: int, plan: dict[str, Any], candidate: dict[str, Any], progress: Progress) -> dict[str, Any] | None:
+    def step_qa(self, t: int, plan: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any] | None:
         lp = self.paths.loop(t)
-        if done := progress.done(t, "qa"):
-            return _load(lp.qa) if done.get("status", "ok") == "ok" else None
+        if done := self.history.done(t, "qa"):
+            return _load(lp.qa) if done.status == "ok" else None
         self.repo.reset_to(candidate["commit"])
         shutil.rmtree(lp.scratch / "qa", ignore_errors=True)
         self.repo.export(candidate["commit"], lp.qa_candidate)
@@ -224,24 +252,24 @@ class Runtime:
         shutil.rmtree(lp.scratch / "qa", ignore_errors=True)
         return report
 
-    def finish_loop(self, t: int, progress: Progress, status: str, plan, developer, candidate, qa) -> None:
+    def finish_loop(self, t: int, outcome: LoopOutcome) -> None:
         ledger = Ledger.load(self.paths.ledger)
-        if not progress.done(t, "evidence"):
+        candidate_id = outcome.candidate["candidate_id"] if outcome.candidate else None
+        if not self.history.done(t, "evidence"):
             # The ledger records the last loop folded in, so a crash between its save and the
             # journal entry never applies a loop twice.
             if ledger.data.get("applied_through", 0) < t:
-                if plan is not None:
-                    ledger.apply_loop(t, plan, developer, candidate["candidate_id"] if candidate else None, qa)
+                if outcome.plan is not None:
+                    ledger.apply_loop(t, outcome.plan, outcome.developer, candidate_id, outcome.qa)
                 ledger.data["applied_through"] = t
                 ledger.save(self.paths.ledger)
             self.write_index(t, ledger)
-            self._finished(t, "evidence", self.paths.ledger, status=status)
-        criteria = (qa or {}).get("criteria", [])
-        self.journal.append("loop_finished", loop=t, status=status,
-                            candidate_id=candidate["candidate_id"] if candidate else None,
-                            verified=sum(1 for c in criteria if c["status"] == "verified"), criteria=len(criteria),
-                            issues=ledger.counts())
-        self.notify("loop_done", loop=t, status=status)
+            self._finished(t, "evidence", self.paths.ledger, status=outcome.status)
+        criteria = (outcome.qa or {}).get("criteria", [])
+        self.journal.append(ev.LoopFinished(loop=t, status=outcome.status, candidate_id=candidate_id,
+                                            verified=sum(1 for c in criteria if c["status"] == "verified"),
+                                            criteria=len(criteria), issues=ledger.counts()))
+        self.notify("loop_done", loop=t, status=outcome.status)
 
     def write_index(self, t: int, ledger: Ledger) -> None:
         text = build_index(self.paths, self.jobs.spec_text, ledger, t, self.config.index)

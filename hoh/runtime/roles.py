@@ -17,6 +17,7 @@ from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.base import HarnessAdapter, Outcome, RoleRequest, Usage
 from ..harness.process import start_ticks
 from ..paths import WorkspacePaths
+from . import events as ev
 from .guard import Area, Guard
 from .journal import Journal
 from .prompts import template
@@ -76,7 +77,7 @@ class RoleRunner:
         }
 
     def run(self, job: RoleJob) -> RoleResult:
-        first_prompt = template(job.role).render(attempt=1, **job.prompt_values)
+        first_prompt = template(job.role).render(role=job.role, attempt=1, **job.prompt_values)
         errors: list[str] = []
         usage = Usage()
         session: str | None = None
@@ -93,7 +94,7 @@ class RoleRunner:
                 job.before_attempt(session is not None)
             atomic_write_text(attempt_dir / "prompt.md", prompt)
             atomic_write_json(attempt_dir / "inputs.json", self.manifest(job, attempt))
-            self.journal.append("attempt_started", loop=job.loop, role=job.role, attempt=attempt)
+            self.journal.append(ev.AttemptStarted(loop=job.loop, role=job.role, attempt=attempt))
             self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt)
 
             request = RoleRequest(
@@ -116,9 +117,10 @@ class RoleRunner:
             atomic_write_json(attempt_dir / "result.json", {
                 "schema_version": 1, "ok": ok, "harness": result.to_json(),
                 "violations": [{"area": v.area, "changes": v.changes} for v in violations], "errors": errors})
-            self.journal.append("attempt_finished", loop=job.loop, role=job.role, attempt=attempt, ok=ok,
-                                outcome=result.outcome.value, errors=errors, usage=result.usage.to_json(),
-                                violations=len(violations), seconds=result.duration_s)
+            self.journal.append(ev.AttemptFinished(loop=job.loop, role=job.role, attempt=attempt, ok=ok,
+                                                   outcome=result.outcome.value, errors=errors,
+                                                   usage=result.usage.to_json(), violations=len(violations),
+                                                   seconds=result.duration_s))
             if ok:
                 return RoleResult(output, attempt, [], usage)
             resumable = self.adapter.supports_resume and result.outcome is Outcome.ok and not violations
@@ -128,8 +130,8 @@ class RoleRunner:
     def _call(self, request: RoleRequest, attempt_dir: Path):
         """One harness run; transient failures (rate limit, network) are retried with backoff first."""
         def spawned(pid: int) -> None:
-            self.journal.append("process_started", loop=request.loop, role=request.role, attempt=request.attempt,
-                                pid=pid, start_ticks=start_ticks(pid))
+            self.journal.append(ev.ProcessStarted(loop=request.loop, role=request.role, attempt=request.attempt,
+                                                  pid=pid, start_ticks=start_ticks(pid)))
 
         for n, delay in enumerate((*self.backoff, None), 1):
             result = self.adapter.run(request, attempt_dir, on_spawn=spawned)
@@ -138,7 +140,7 @@ class RoleRunner:
             for log in ("events.jsonl", "stderr.log"):  # keep the failed run's logs beside the rerun's
                 if (attempt_dir / log).exists():
                     (attempt_dir / log).rename(attempt_dir / log.replace(".", f".transient-{n}.", 1))
-            self.journal.append("transient_failure", loop=request.loop, role=request.role, attempt=request.attempt,
-                                outcome=result.outcome.value, error=result.error, retry_in=delay)
+            self.journal.append(ev.TransientFailure(loop=request.loop, role=request.role, attempt=request.attempt,
+                                                    outcome=result.outcome.value, error=result.error, retry_in=delay))
             self.sleep(delay)
         return result

@@ -1,6 +1,7 @@
 """A read-only summary of a workspace for `hoh status`: loops, verdicts, attempts, time, issues, tokens.
 
-Everything is derived from the journal and the per-loop state files; nothing is written.
+The figures come from the journal's one fold (`RunHistory`) and the per-loop state files; this
+module only shapes them. Nothing is written.
 """
 
 from __future__ import annotations
@@ -9,14 +10,13 @@ import fcntl
 import os
 from typing import Any
 
-from ..paths import ROLES
-from .journal import Journal
-from .workspace import Workspace, load_state
-
-USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
+from ..fsutil import load_state
+from .journal import Journal, LoopStats, RunHistory
+from .workspace import Workspace
 
 
-def _lock_held(ws: Workspace) -> bool:
+def lock_held(ws: Workspace) -> bool:
+    """Whether a hoh process is working in the workspace right now."""
     if not ws.paths.lock.exists():
         return False
     fd = os.open(ws.paths.lock, os.O_RDONLY)
@@ -29,67 +29,41 @@ def _lock_held(ws: Workspace) -> bool:
         os.close(fd)
 
 
-def _empty_usage() -> dict[str, Any]:
-    return {**{k: 0 for k in USAGE_KEYS}, "cost_usd": None}
+def run_state(history: RunHistory, ws: Workspace) -> str:
+    if history.run_started is None:
+        return "not started"
+    if history.run_finished is not None:
+        return history.run_finished.status
+    return "running" if lock_held(ws) else "interrupted"
 
 
-def _add_usage(total: dict[str, Any], usage: dict[str, Any]) -> None:
-    for key in USAGE_KEYS:
-        total[key] += usage.get(key, 0) or 0
-    if usage.get("cost_usd") is not None:
-        total["cost_usd"] = (total["cost_usd"] or 0) + usage["cost_usd"]
+def _loop_entry(ws: Workspace, stats: LoopStats) -> dict[str, Any]:
+    lp = ws.paths.loop(stats.loop)
+    criteria_total, verdict = 0, None
+    if lp.plan.exists():
+        plan = load_state(lp.plan, ("schema_version", "tasks"))
+        criteria_total = sum(len(task.get("acceptance", [])) for task in plan["tasks"])
+    if lp.qa.exists():
+        verdict = load_state(lp.qa, ("schema_version", "verdict"))["verdict"]
+    return {
+        "loop": stats.loop, "status": stats.status, "verdict": verdict, "candidate_id": stats.candidate_id,
+        "criteria_verified": stats.verified, "criteria_total": criteria_total, "attempts": dict(stats.attempts),
+        "seconds": stats.seconds, "role_seconds": dict(stats.role_seconds), "issues": stats.issues,
+        "usage": {role: usage.to_json() for role, usage in stats.usage.items()},
+    }
 
 
 def workspace_status(ws: Workspace) -> dict[str, Any]:
-    loops: dict[int, dict[str, Any]] = {}
-    run_usage = _empty_usage()
-    state, target = "not started", ws.config.loops
-
-    def loop_entry(t: int) -> dict[str, Any]:
-        return loops.setdefault(t, {
-            "loop": t, "status": "running", "verdict": None, "candidate_id": None, "criteria_verified": 0,
-            "criteria_total": 0, "attempts": {r: 0 for r in ROLES}, "seconds": 0.0, "issues": None,
-            "usage": {r: _empty_usage() for r in ROLES}, "_start": None})
-
-    for ev in Journal(ws.paths.journal).events():
-        kind = ev["event"]
-        if kind == "run_started":
-            state, target = "interrupted", ev["target_loops"]
-        elif kind == "run_finished":
-            state = ev["status"]
-        elif kind == "loop_started":
-            loop_entry(ev["loop"])["_start"] = ev["time"]
-        elif kind == "attempt_finished":
-            entry = loop_entry(ev["loop"])
-            entry["attempts"][ev["role"]] += 1
-            _add_usage(entry["usage"][ev["role"]], ev.get("usage", {}))
-            _add_usage(run_usage, ev.get("usage", {}))
-        elif kind == "loop_finished":
-            entry = loop_entry(ev["loop"])
-            entry.update(status=ev["status"], candidate_id=ev["candidate_id"], criteria_verified=ev["verified"],
-                         issues=ev.get("issues"))
-            if entry["_start"] is not None:
-                entry["seconds"] = round(ev["time"] - entry["_start"], 2)
-
-    for t, entry in loops.items():
-        plan_path, qa_path = ws.paths.loop(t).plan, ws.paths.loop(t).qa
-        if plan_path.exists():
-            plan = load_state(plan_path, ("schema_version", "tasks"))
-            entry["criteria_total"] = sum(len(task.get("acceptance", [])) for task in plan["tasks"])
-        if qa_path.exists():
-            entry["verdict"] = load_state(qa_path, ("schema_version", "verdict"))["verdict"]
-        del entry["_start"]
-
-    if state == "interrupted" and _lock_held(ws):
-        state = "running"
+    history = RunHistory.read(Journal(ws.paths.journal))
+    loops = history.loop_list()
     return {
         "schema_version": 1,
         "workspace": str(ws.paths.root),
         "harness": ws.config.harness.name,
         "spec_sha256": ws.identity["spec_sha256"],
-        "state": state,
-        "target_loops": target,
-        "loops_finished": sum(1 for e in loops.values() if e["status"] != "running"),
-        "usage": run_usage,
-        "loops": [loops[t] for t in sorted(loops)],
+        "state": run_state(history, ws),
+        "target_loops": history.run_started.target_loops if history.run_started else ws.config.loops,
+        "loops_finished": sum(1 for s in loops if s.status != "running"),
+        "usage": history.usage.to_json(),
+        "loops": [_loop_entry(ws, stats) for stats in loops],
     }

@@ -4,7 +4,6 @@ half-written."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -15,10 +14,11 @@ from typing import Any
 from .. import __version__
 from ..config import HohConfig, dump_config, load_config
 from ..errors import StateError, UsageError
-from ..fsutil import atomic_write_json, atomic_write_text, sha256_bytes, sha256_file
+from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_bytes, sha256_file
 from ..harness import registry
 from ..paths import WorkspacePaths
 from .git import ProjectRepo
+from .events import WorkspaceCreated
 from .journal import Journal
 from .lock import WorkspaceLock
 
@@ -106,7 +106,7 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
         identity = {"schema_version": WORKSPACE_SCHEMA_VERSION, "spec_sha256": sha256_bytes(spec),
                     "root_commit": root_commit, "created_by": f"hoh {__version__}"}
         atomic_write_json(paths.identity, identity)
-        Journal(paths.journal).append("workspace_created", spec_sha256=identity["spec_sha256"])
+        Journal(paths.journal).append(WorkspaceCreated(spec_sha256=identity["spec_sha256"]))
         if root.exists():
             with WorkspaceLock(root / "hoh.lock"):  # never move a workspace from under a running hoh
                 _retire(root)
@@ -123,19 +123,6 @@ def _retire(root: Path) -> None:
     while (target := root.parent / f"{root.name}.replaced-{n}").exists():
         n += 1
     os.rename(root, target)
-
-
-def load_state(path: Path, required: tuple[str, ...], version: int = 1) -> dict[str, Any]:
-    """Read a JSON state file, or stop with a one-line error naming it; never a traceback."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise StateError(f"{path}: unreadable or corrupt ({type(err).__name__}); restore it, nothing was changed") from None
-    if not isinstance(data, dict) or not set(required) <= data.keys():
-        raise StateError(f"{path}: corrupt (expected the fields {', '.join(required)}); nothing was changed")
-    if isinstance(data.get("schema_version"), int) and data["schema_version"] > version:
-        raise StateError(f"{path}: schema_version {data['schema_version']} is newer than this hoh; upgrade hoh")
-    return data
 
 
 def open_workspace(root: Path) -> Workspace:

@@ -1,14 +1,15 @@
-"""Drive the real Codex CLI, OpenCode and Pi against the mock, check them, record their event streams.
+"""Record the real CLIs' event streams against the mock, driving each one through its hoh adapter.
 
     npm install --prefix /tmp/hoh-clis @openai/codex@0.171.0 opencode-ai@1.18.33 \\
         @mariozechner/pi-coding-agent@0.73.1
     python -m hoh.testing.mock_llm.record --clis /tmp/hoh-clis --lab /tmp/hoh-lab \\
         --out tests/data/harness_streams
 
-For each CLI and case it starts a fresh `MockLLM`, gives the CLI an isolated home, runs one
-developer prompt, checks the outcome (files byte-exact, final message in the events, exit
-code) and, with `--out`, writes `<out>/<cli>/<case>.jsonl` with the lab path replaced by
-`$LAB`. The recipes here (argv, env, config files) are the ones that were verified to work.
+Each CLI runs exactly as hoh runs it: `registry.create(...)` builds the adapter, whose argv, env,
+config files and subprocess choke point are the ones a Developer attempt uses. For each CLI and
+case a fresh `MockLLM` answers; the adapter's own parser and classifier judge the run (files
+byte-exact, final message, typed outcome). With `--out` the stream is written to
+`<out>/<cli>/<case>.jsonl` with the lab path replaced by `$LAB`.
 """
 
 from __future__ import annotations
@@ -17,16 +18,19 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from ...config import HarnessConfig
+from ...harness import registry
+from ...harness.base import HarnessResult, Outcome, RoleRequest
+from ...markers import fact_line, role_marker
 from .server import MockLLM
 
 API_KEY = "sk-mock-recording-0123456789"
+KEY_ENV = "HOH_RECORDING_KEY"
 CANDIDATE = "loop-0001-abcdef012345"
 AWKWARD = ("line 1: 'single' \"double\" `backtick` $HOME ${PATH} $(echo no) \\backslash \\n %s %%\n"
            "\ttabbed line 2 — ünïcode ✓\n\nlast line without newline \\")
@@ -39,19 +43,22 @@ SCRIPT = {"developer": {"1": [
     {"final": FINAL},
 ]}}
 EXPECTED_FINAL = json.dumps({**FINAL, "candidate_id": CANDIDATE}, separators=(",", ":"))
-CASES: dict[str, dict[str, Any]] = {  # case -> MockLLM settings
-    "success": {},
-    "http500": {"fail_mode": "500", "retry_after_ms": 50},  # retry-after-ms keeps OpenCode's retries fast
-    "http400": {"fail_mode": "400"},
-    "minimal": {"minimal_sse": True},  # checked, not saved: same events as "success"
+MODEL = {"codex": "gpt-5.5", "opencode": "mock-model", "pi": "mock-model"}
+CASES: dict[str, tuple[dict[str, Any], Outcome]] = {  # case -> (MockLLM settings, the outcome hoh must type)
+    "success": ({}, Outcome.ok),
+    "http500": ({"fail_mode": "500", "retry_after_ms": 50}, Outcome.model_error),  # retry-after keeps retries fast
+    "http400": ({"fail_mode": "400"}, Outcome.model_error),
+    "http429": ({"fail_mode": "429", "retry_after_ms": 50}, Outcome.rate_limited),
+    "close": ({"fail_mode": "close"}, Outcome.network_error),
+    "minimal": ({"minimal_sse": True}, Outcome.ok),  # checked, not saved: same events as "success"
 }
-SAVED = ("success", "http500", "http400")
+SAVED = ("success", "http500", "http400", "http429", "close")
 
 
 def prompt(evidence: Path) -> str:
-    return ("<!-- hoh:role=developer loop=1 attempt=1 -->\n"
-            f"Candidate id: {CANDIDATE}\nEvidence dir: {evidence}\n\n"
-            "Write calc.py and notes/awkward.txt, run the calculator, then answer with the JSON status.\n")
+    return "\n".join([role_marker("developer", 1, 1), fact_line("candidate_id", CANDIDATE),
+                      fact_line("evidence_dir", evidence), "",
+                      "Write calc.py and notes/awkward.txt, run the calculator, then answer with the JSON status.", ""])
 
 
 @dataclass
@@ -74,149 +81,50 @@ class Run:
     def work(self) -> Path:
         return self.root / "work"
 
+    @property
+    def attempt_dir(self) -> Path:
+        return self.root / "attempt"
+
     def fresh(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-        for d in (self.home, self.work, self.root / "evidence", self.lab / "tmp"):
+        for d in (self.home, self.work, self.root / "evidence", self.attempt_dir):
             d.mkdir(parents=True, exist_ok=True)
-
-
-def base_env(run: Run) -> dict[str, str]:
-    """A scrubbed environment: no inherited *_API_KEY or proxy variables."""
-    return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOME": str(run.home),
-            "LANG": "C.UTF-8", "TMPDIR": str(run.lab / "tmp"), "MOCK_API_KEY": API_KEY}
-
-
-def codex(run: Run, bins: Path, base_url: str) -> tuple[list[str], dict[str, str], Path]:
-    env = base_env(run)
-    codex_home = run.home / ".codex"  # must exist, and must not lie inside $TMPDIR
-    codex_home.mkdir(parents=True, exist_ok=True)
-    env["CODEX_HOME"] = str(codex_home)
-    argv = [str(bins / "codex"), "exec", "--json", "--skip-git-repo-check", "-m", "gpt-5.5",
-            "-s", "workspace-write", "-C", str(run.work),
-            "-c", "model_provider=mock", "-c", "model_providers.mock.name=mock",
-            "-c", f"model_providers.mock.base_url={base_url}",
-            "-c", "model_providers.mock.wire_api=responses",
-            "-c", "model_providers.mock.env_key=MOCK_API_KEY",
-            "-c", "approval_policy=never",
-            "-c", "model_providers.mock.request_max_retries=0",
-            "-c", "model_providers.mock.stream_max_retries=0",
-            "-"]  # the prompt comes on stdin
-    return argv, env, run.work
-
-
-def opencode_config(base_url: str) -> dict[str, Any]:
-    return {
-        "$schema": "https://opencode.ai/config.json",
-        "model": "mock/mock-model", "small_model": "mock/mock-model",
-        "autoupdate": False, "share": "disabled",
-        # run mode auto-rejects "ask", so every permission is decided up front
-        "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny",
-                       "doom_loop": "deny", "external_directory": "deny"},
-        "provider": {"mock": {
-            "npm": "@ai-sdk/openai-compatible", "name": "Mock (local scripted server)",
-            "options": {"baseURL": base_url, "apiKey": "{env:MOCK_API_KEY}"},
-            "models": {"mock-model": {"name": "Mock Model", "tool_call": True,
-                                      "limit": {"context": 128000, "output": 4096}}}}},
-    }
-
-
-def opencode(run: Run, bins: Path, base_url: str) -> tuple[list[str], dict[str, str], Path]:
-    env = base_env(run)
-    h = run.home
-    env.update(XDG_CONFIG_HOME=str(h / ".config"), XDG_DATA_HOME=str(h / ".local/share"),
-               XDG_CACHE_HOME=str(h / ".cache"), XDG_STATE_HOME=str(h / ".local/state"),
-               OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_CONFIG=str(h / "opencode.json"))
-    (h / "opencode.json").write_text(json.dumps(opencode_config(base_url), indent=2))
-    argv = [str(bins / "opencode"), "run", "--format", "json", "-m", "mock/mock-model", "--dir", str(run.work)]
-    return argv, env, run.work
-
-
-def pi_models(base_url: str) -> dict[str, Any]:
-    return {"providers": {"mock": {
-        "baseUrl": base_url, "api": "openai-completions", "apiKey": "MOCK_API_KEY",
-        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-        "models": [{"id": "mock-model", "name": "Mock Model", "contextWindow": 128000, "maxTokens": 4096}]}}}
-
-
-PI_SETTINGS = {"retry": {"enabled": True, "maxRetries": 1, "baseDelayMs": 100, "provider": {"maxRetries": 0}}}
-
-
-def pi(run: Run, bins: Path, base_url: str) -> tuple[list[str], dict[str, str], Path]:
-    env = base_env(run)
-    agent = run.home / ".pi" / "agent"
-    agent.mkdir(parents=True, exist_ok=True)
-    (agent / "models.json").write_text(json.dumps(pi_models(base_url), indent=2))
-    (agent / "settings.json").write_text(json.dumps(PI_SETTINGS, indent=2))
-    env.update(PI_CODING_AGENT_DIR=str(agent), PI_OFFLINE="1")
-    argv = [str(bins / "pi"), "-p", "--mode", "json", "--provider", "mock", "--model", "mock-model",
-            "--no-session", "--tools", "read,bash,edit,write"]
-    return argv, env, run.work  # pi has no --cwd flag: it works in the process cwd
-
-
-HARNESSES: dict[str, Callable[[Run, Path, str], tuple[list[str], dict[str, str], Path]]] = {
-    "codex": codex, "opencode": opencode, "pi": pi}
-
-
-def final_message(cli: str, events: list[dict[str, Any]]) -> tuple[str | None, str | None]:
-    """(final text, error) as an adapter would read them from the event stream."""
-    text = error = None
-    for e in events:
-        t = e.get("type")
-        if cli == "codex":
-            if t == "item.completed" and e["item"].get("type") == "agent_message":
-                text = e["item"]["text"]
-            elif t == "turn.failed":
-                error = e.get("error", {}).get("message")
-        elif cli == "opencode":
-            if t == "text":
-                text = e["part"]["text"]
-            elif t == "error":
-                error = json.dumps(e.get("error"))
-        elif t == "message_end" and e["message"].get("role") == "assistant":
-            msg = e["message"]
-            text = "".join(c.get("text", "") for c in msg.get("content", []) if c.get("type") == "text")
-            error = msg.get("errorMessage") if msg.get("stopReason") == "error" else None
-    return text, error
 
 
 def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
     run = Run(lab, cli, case)
     run.fresh()
     log = run.root / "requests.jsonl"
-    with MockLLM(script=SCRIPT, log_path=log, **CASES[case]) as mock:
-        argv, env, cwd = HARNESSES[cli](run, bins, mock.base_url)
-        started = time.monotonic()
-        proc = subprocess.run(argv, input=prompt(run.root / "evidence"), env=env, cwd=cwd,
-                              capture_output=True, text=True, timeout=180)
-        wall = time.monotonic() - started
+    settings, expected = CASES[case]
+    os.environ[KEY_ENV] = API_KEY
+    with MockLLM(script=SCRIPT, log_path=log, **settings) as mock:
+        adapter = registry.create(HarnessConfig(name=cli, model=MODEL[cli], base_url=mock.base_url,
+                                                api_key_env=KEY_ENV, command=str(bins / cli)))
+        request = RoleRequest(role="developer", loop=1, attempt=1, prompt=prompt(run.root / "evidence"),
+                              workdir=run.work, access="write", home=run.home, wall_timeout=180, idle_timeout=90)
+        result = adapter.run(request, run.attempt_dir)
         requests = mock.requests()
-    (run.root / "stdout.jsonl").write_text(proc.stdout)
-    (run.root / "stderr.log").write_text(proc.stderr)
-    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    text, error = final_message(cli, events)
-    problems = check(run, "success" if case == "minimal" else case, proc.returncode, text, error)
-    if API_KEY in log.read_text():
+    problems = check(run, result, expected)
+    if log.exists() and API_KEY in log.read_text():
         problems.append("API key leaked into the request log")
-    return {"cli": cli, "case": case, "rc": proc.returncode, "wall": round(wall, 2), "requests": len(requests),
-            "final": text, "error": error, "problems": problems, "stdout": proc.stdout, "root": run.root,
+    return {"cli": cli, "case": case, "result": result, "requests": len(requests), "problems": problems,
+            "stdout": (run.attempt_dir / "events.jsonl").read_text(), "root": run.root,
             "tools": strip_descriptions(requests[-1]["body"].get("tools")) if requests else None,
             "matches": [(r["match"]["source"], r["match"]["step"], r["answer"].get("tool")) for r in requests]}
 
 
-def check(run: Run, case: str, rc: int, text: str | None, error: str | None) -> list[str]:
-    problems = []
-    if case == "success":
-        if rc != 0:
-            problems.append(f"rc={rc}")
-        if text != EXPECTED_FINAL:
-            problems.append(f"final message {text!r}")
+def check(run: Run, result: HarnessResult, expected: Outcome) -> list[str]:
+    problems = [] if result.outcome is expected else [f"outcome {result.outcome.value}, expected {expected.value}"]
+    if expected is Outcome.ok:
+        if result.final_message != EXPECTED_FINAL:
+            problems.append(f"final message {result.final_message!r}")
         for rel, want in (("calc.py", CALC), ("notes/awkward.txt", AWKWARD), ("out.txt", "3.0\n"),
                           ("size.txt", f"{len(AWKWARD.encode())}\n")):
             path = run.work / rel
             got = path.read_bytes() if path.exists() else None
             if got != want.encode():
                 problems.append(f"{rel}: got {got!r}")
-    elif not error:
+    elif not result.error:
         problems.append("no error reported in the events")
     return problems
 
@@ -242,15 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="codex,opencode,pi")
     p.add_argument("--cases", default=",".join(CASES))
     args = p.parse_args(argv)
-    bins = args.clis / "node_modules" / ".bin"
+    bins = args.clis.resolve() / "node_modules" / ".bin"
     failed = 0
     for cli in args.only.split(","):
         for case in args.cases.split(","):
             r = run_case(args.lab, bins, cli, case)
+            result = r["result"]
             status = "OK " if not r["problems"] else "BAD"
             failed += bool(r["problems"])
-            print(f"{status} {cli:8} {case:8} rc={r['rc']} wall={r['wall']}s requests={r['requests']} "
-                  f"final={r['final']!r} error={(r['error'] or '')[:80]!r} {r['problems']}")
+            print(f"{status} {cli:8} {case:8} {result.outcome.value} rc={result.exit_code} wall={result.duration_s}s "
+                  f"requests={r['requests']} final={result.final_message!r} error={(result.error or '')[:80]!r} "
+                  f"{r['problems']}")
             print(f"    matches={r['matches']} logs in {r['root']}")
             if args.out and case in SAVED and not r["problems"]:
                 dest = args.out / cli / f"{case}.jsonl"

@@ -33,11 +33,11 @@ The decision depends only on the request, because clients retry:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...markers import find_fact, find_role_marker
 from .model import Decision, RequestView, TextReply, ToolCallReply, stable_id
 from .tools import NoSuitableTool, shell_call, write_call
 
@@ -48,9 +48,6 @@ DEFAULT_STEPS: tuple[dict[str, Any], ...] = (
     {"final": DEFAULT_FINAL},
 )
 
-MARKER_RE = re.compile(r"<!--\s*hoh:role=([\w-]+)\s+loop=(\d+)(?:\s+attempt=(\d+))?\s*-->")
-CANDIDATE_RE = re.compile(r"^[ \t]*Candidate id:[ \t]*(\S+)[ \t]*$", re.MULTILINE)
-EVIDENCE_RE = re.compile(r"^[ \t]*Evidence dir:[ \t]*(\S.*?)[ \t]*$", re.MULTILINE)
 STEP_KINDS = ("write", "shell", "call", "final")
 
 
@@ -171,9 +168,9 @@ class Marker:
 def find_marker(view: RequestView) -> Marker | None:
     """The role marker of the last user message that carries one."""
     for i in range(len(view.user_messages) - 1, -1, -1):
-        m = MARKER_RE.search(view.user_messages[i].text)
-        if m:
-            return Marker(m[1], int(m[2]), int(m[3]) if m[3] else None, i)
+        found = find_role_marker(view.user_messages[i].text)
+        if found:
+            return Marker(found.role, found.loop, found.attempt, i)
     return None
 
 
@@ -183,8 +180,8 @@ def prompt_values(view: RequestView, marker: Marker | None) -> dict[str, str]:
     if marker is not None:
         texts.insert(0, texts[marker.message_index])
     values: dict[str, str] = {}
-    for name, regex in (("candidate_id", CANDIDATE_RE), ("evidence_dir", EVIDENCE_RE)):
-        found = next((m[1] for t in texts if (m := regex.search(t))), None)
+    for name in ("candidate_id", "evidence_dir"):
+        found = next((f for t in texts if (f := find_fact(name, t))), None)
         if found is not None:
             values[name] = found
     if marker is not None:

@@ -1,0 +1,191 @@
+"""The journal's vocabulary: one frozen dataclass per event kind.
+
+Writers build events with keyword arguments (a misspelt field fails at once) and readers get the
+same classes back, checked field by field, so a renamed field breaks loudly in a test instead of
+silently in `hoh status`. This module and `journal.py` are the only places that spell a kind.
+On disk an event is one JSON line: `{"v", "seq", "time", "event": KIND, ...fields}`; optional
+fields that are None are left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+STEPS = ("planner", "developer", "freeze", "qa", "evidence")
+"""The steps of a loop, in order; each ends with a StepFinished once its state file is written."""
+
+
+class EventError(ValueError):
+    """A journal line that does not match the vocabulary (unknown kind, missing or mistyped field)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"event": self.kind}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            data[f.name] = value
+        return data
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "Event":
+        kind = data.get("event")
+        cls = KINDS.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise EventError(f"unknown event kind {kind!r}")
+        values = {}
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                values[f.name] = data[f.name]
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise EventError(f"event '{kind}' lacks the field '{f.name}'")
+        event = cls(**values)
+        event.check_types()
+        return event
+
+    def check_types(self) -> None:
+        for f in dataclasses.fields(self):
+            expected = _TYPES.get(f.type.replace(" ", "")) if isinstance(f.type, str) else None
+            value = getattr(self, f.name)
+            if expected and not (isinstance(value, expected) and not (isinstance(value, bool) and bool not in expected)):
+                raise EventError(f"event '{self.kind}' field '{f.name}' is {type(value).__name__}, expected {f.type}")
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "str": (str,), "bool": (bool,), "float": (int, float), "int|None": (int, type(None)),
+    "str|None": (str, type(None)), "bool|None": (bool, type(None)), "list[str]": (list,), "dict[str,Any]": (dict,),
+    "dict[str,int]|None": (dict, type(None)),
+}
+
+
+@dataclass(frozen=True)
+class WorkspaceCreated(Event):
+    kind = "workspace_created"
+    spec_sha256: str
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    kind = "run_started"
+    target_loops: int
+    resumed: bool
+    harness: str
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind = "run_finished"
+    status: str
+    """finished | stopped | interrupted | error"""
+    loops_finished: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class OrphanReaped(Event):
+    kind = "orphan_reaped"
+    pid: int
+
+
+@dataclass(frozen=True)
+class LoopStarted(Event):
+    kind = "loop_started"
+    loop: int
+    base_commit: str
+
+
+@dataclass(frozen=True)
+class StepFinished(Event):
+    kind = "step_finished"
+    loop: int
+    step: str
+    """One of STEPS."""
+    status: str = "ok"
+    """ok, failed (its role failed under the continue policy), or a loop status for `evidence`."""
+    sha256: str | None = None
+    """Of the state file the step wrote."""
+    reused_plan: bool | None = None
+    candidate_id: str | None = None
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class RoleSetAside(Event):
+    kind = "role_set_aside"
+    loop: int
+    role: str
+    moved_to: str
+
+
+@dataclass(frozen=True)
+class RoleFailed(Event):
+    kind = "role_failed"
+    loop: int
+    role: str
+    attempts: int
+    errors: list[str]
+
+
+@dataclass(frozen=True)
+class LoopFinished(Event):
+    kind = "loop_finished"
+    loop: int
+    status: str
+    candidate_id: str | None
+    verified: int
+    criteria: int
+    issues: dict[str, int] | None
+
+
+@dataclass(frozen=True)
+class AttemptStarted(Event):
+    kind = "attempt_started"
+    loop: int
+    role: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class AttemptFinished(Event):
+    kind = "attempt_finished"
+    loop: int
+    role: str
+    attempt: int
+    ok: bool
+    outcome: str
+    errors: list[str]
+    usage: dict[str, Any]
+    """`Usage.to_json()` of this attempt."""
+    violations: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ProcessStarted(Event):
+    kind = "process_started"
+    loop: int
+    role: str
+    attempt: int
+    pid: int
+    start_ticks: int | None
+
+
+@dataclass(frozen=True)
+class TransientFailure(Event):
+    kind = "transient_failure"
+    loop: int
+    role: str
+    attempt: int
+    outcome: str
+    error: str | None
+    retry_in: float
+
+
+KINDS: dict[str, type[Event]] = {cls.kind: cls for cls in Event.__subclasses__()}
