@@ -147,6 +147,7 @@ class TaskRunPaths:
           hoh/                      the hoh workspace: journal, ledger, loops, the project's history
           hoh-run.json              the run's summary, rewritten after every loop
           hoh-run.log               one line per finished loop, and how the run ended
+          hoh-run/loop-0001.out .err  what `hoh build`/`hoh resume` printed for loop 1
         ARTIFACTS/                  Harbor's artifacts dir (/logs/artifacts)
           hoh/loop-0001/
             candidate.tar           loop 1's frozen candidate: the workdir's whole tree
@@ -170,6 +171,10 @@ class TaskRunPaths:
     @property
     def log(self) -> PurePath:
         return self.logs / "hoh-run.log"
+
+    def hoh_output(self, t: int) -> PurePath:
+        """Stem of loop t's hoh output files (.out, .err)."""
+        return self.logs / "hoh-run" / f"loop-{t:04d}"
 
     @property
     def candidates(self) -> PurePath:

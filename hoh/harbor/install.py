@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import hoh
 
 from ..errors import TaskEnvironmentError
 from ..harness.base import HarnessAdapter
+from ..harness.process import call
 from ..resources import resource_dir
 
 ROOT = PurePosixPath("/opt/hoh")
@@ -130,10 +130,10 @@ def dependency_site(facts: EnvironmentFacts, cache: Path | None = None) -> Path:
             "--target", str(staging), "--python-version", facts.python_tag, "--implementation", "cp",
             "--abi", abi, "--abi", "abi3", "--abi", "none", "--only-binary=:all:",
             *(f"--platform={tag}" for tag in tags), *reqs]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
+    result = call(argv, timeout=900)
+    if not result.ok:
         shutil.rmtree(staging, ignore_errors=True)
-        detail = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+        detail = (result.stderr.strip().splitlines() or ["pip timed out" if result.exit_code is None else "pip failed"])[-1]
         raise TaskEnvironmentError(f"cannot get hoh's dependencies for the task's Python {facts.python_tag} "
                                    f"({detail}); run once with PyPI reachable from this machine (they are cached "
                                    f"in {cache})")

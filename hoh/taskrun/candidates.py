@@ -13,10 +13,9 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import atomic_write_bytes, atomic_write_json
+from ..fsutil import atomic_write_bytes, atomic_write_json, load_state
 from ..paths import WorkspacePaths
 from ..runtime.git import ProjectRepo
-from ..runtime.workspace import load_state
 
 CANDIDATE_ARTIFACT_SCHEMA_VERSION = 1
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from contextlib import ExitStack
@@ -22,19 +21,15 @@ from typing import Any, Callable
 from .. import api
 from ..config import load_config
 from ..errors import HohError, TaskEnvironmentError
-from ..fsutil import atomic_write_json
-from ..harness.process import reap
+from ..fsutil import atomic_write_json, load_state
+from ..harness.process import reap, run_process
 from ..paths import TaskRunPaths, WorkspacePaths
-from ..runtime.journal import Journal, Progress
-from ..runtime.workspace import is_workspace, load_state
+from ..runtime.journal import Journal, RunHistory
+from ..runtime.workspace import is_workspace
 from .candidates import export_candidate, frozen_candidate, restore_workdir
 from .endpoint import check_reachable, resolve_base_url
 
 SUMMARY_SCHEMA_VERSION = 1
-STOP_GRACE_SECONDS = 30.0
-"""How long hoh gets to stop its harness and journal the interruption after SIGTERM."""
-
-
 class Interrupted(Exception):
     """The driver itself got SIGTERM (Harbor cancelled the agent): stop like at the deadline."""
 
@@ -58,7 +53,7 @@ class TaskRunSettings:
 class TaskRun:
     def __init__(self, settings: TaskRunSettings, out: Callable[[str], None] = print):
         self.s = settings
-        self.ws = WorkspacePaths.at(Path(settings.paths.workspace))
+        self.ws = WorkspacePaths(Path(settings.paths.workspace).resolve())
         self.out = out
         self.started = time.monotonic()
         self.deadline = self.started + settings.budget_seconds if settings.budget_seconds else None
@@ -104,7 +99,8 @@ class TaskRun:
         for t in range(self.finished_loops() + 1, self.s.loops + 1):
             try:
                 code, message = self.run_loop(t)
-            except Interrupted:
+            except Interrupted:  # the choke point has stopped hoh already
+                self.reap_harness()
                 self.status = "interrupted"
                 return self.cut(t, "Harbor stopped the agent")
             if code is None:
@@ -135,38 +131,29 @@ class TaskRun:
         return argv + ["-q"]
 
     def run_loop(self, t: int) -> tuple[int | None, str]:
-        """Run loop t; (exit code, hoh's last error line), or (None, "") when the budget ran out."""
-        log = open(Path(self.s.paths.log), "ab")
-        try:
-            proc = subprocess.Popen(self.hoh_argv(t), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.PIPE,
-                                    start_new_session=True)
-            try:
-                _, err = proc.communicate(timeout=self.remaining())
-            except subprocess.TimeoutExpired:
-                self.stop(proc)
-                return None, ""
-            except Interrupted:
-                self.stop(proc)
-                raise
-        finally:
-            log.close()
-        text = err.decode("utf-8", errors="replace")
-        with open(Path(self.s.paths.log), "a", encoding="utf-8") as fh:
-            fh.write(text)
-        lines = [line.removeprefix("hoh: ") for line in text.splitlines() if line.startswith("hoh: ")]
-        return proc.returncode, (lines[0] if lines else text.strip()[-300:] or f"exit code {proc.returncode}")
+        """Run loop t; (exit code, hoh's first error line), or (None, "") when the budget ran out.
 
-    def stop(self, proc: subprocess.Popen) -> None:
-        """Stop hoh as a user would; if it does not stop, kill it and the harness the journal names."""
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=STOP_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            if self.ws.journal.exists():
-                for pid, ticks in Progress.read(Journal(self.ws.journal)).live_processes:
-                    reap(pid, ticks)
+        At the deadline the choke point sends hoh SIGTERM (hoh then kills its harness and journals
+        the interruption) and SIGKILL a moment later; a harness the journal still names is reaped."""
+        out = Path(self.s.paths.hoh_output(t))
+        remaining = self.remaining()
+        result = run_process(self.hoh_argv(t), cwd=Path(self.s.paths.logs), env=dict(os.environ), stdin=None,
+                             stdout_path=out.with_suffix(".out"), stderr_path=out.with_suffix(".err"),
+                             wall_timeout=float("inf") if remaining is None else remaining,
+                             idle_timeout=float("inf"))
+        if result.exit_code is None:
+            self.reap_harness()
+            if result.spawn_error:
+                raise TaskEnvironmentError(f"hoh could not start here: {result.spawn_error}")
+            return None, ""
+        lines = [line.removeprefix("hoh: ") for line in result.stderr_excerpt.splitlines() if line.startswith("hoh: ")]
+        detail = lines[0] if lines else (result.stderr_excerpt.strip()[-300:] or f"exit code {result.exit_code}")
+        return result.exit_code, detail
+
+    def reap_harness(self) -> None:
+        if self.ws.journal.exists():
+            for pid, ticks in self.history().live_processes:
+                reap(pid, ticks)
 
     def loop_done(self, t: int) -> None:
         entry = self.loop_entry(t)
@@ -206,16 +193,17 @@ class TaskRun:
             restore_workdir(self.ws, commit or identity["root_commit"], self.s.project)
 
     # ---- reading the run ---------------------------------------------------------------------
+    def history(self) -> RunHistory:
+        return RunHistory.read(Journal(self.ws.journal))
+
     def finished_loops(self) -> int:
-        if not is_workspace(self.ws.root):
-            return 0
-        return Progress.read(Journal(self.ws.journal)).last_finished_loop
+        return self.history().last_finished_loop if is_workspace(self.ws.root) else 0
 
     def loop_entry(self, t: int) -> dict[str, Any]:
         return next(e for e in api.status(self.ws.root)["loops"] if e["loop"] == t)
 
     def first_loop_stage(self) -> str:
-        steps = Progress.read(Journal(self.ws.journal)).steps if is_workspace(self.ws.root) else {}
+        steps = self.history().steps if is_workspace(self.ws.root) else {}
         if (1, "planner") not in steps:
             return "before hoh's first role (the planner of loop 1) finished; give the task a longer " \
                    "[agent] timeout_sec, or run harbor with --agent-timeout-multiplier"
