@@ -64,6 +64,7 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
         for t in (1, 2):
             artifact = json.loads((trial.candidate_dir(t) / "candidate.json").read_text())
             assert artifact["candidate_id"] == frozen(trial, t)["candidate_id"] == status["loops"][t - 1]["candidate_id"]
+            assert artifact["workdir"] == "/workspace"
             assert (trial.candidate_dir(t) / "candidate.tar").is_file()
         assert not trial.candidate_dir(3).exists()
         agent_result = trial.result["agent_result"]

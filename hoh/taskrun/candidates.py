@@ -25,9 +25,9 @@ def frozen_candidate(ws: WorkspacePaths, t: int) -> dict[str, Any]:
     return load_state(ws.loop(t).candidate, ("schema_version", "loop", "candidate_id", "commit", "tree"))
 
 
-def export_candidate(ws: WorkspacePaths, t: int, loop_status: str, dest: Path) -> dict[str, Any]:
+def export_candidate(ws: WorkspacePaths, t: int, loop_status: str, workdir: Path, dest: Path) -> dict[str, Any]:
     """Write loop t's candidate.tar and candidate.json into `dest`; the JSON goes last, so a
-    candidate.json on disk always has its tar beside it."""
+    candidate.json on disk always has its tar beside it. `workdir` is where the tree belongs."""
     candidate = frozen_candidate(ws, t)
     repo = ProjectRepo(ws.project)
     if candidate["tree"] == EMPTY_TREE:  # git archive of an empty tree is no tar at all
@@ -38,7 +38,7 @@ def export_candidate(ws: WorkspacePaths, t: int, loop_status: str, dest: Path) -
         data = repo.git("archive", "--format=tar", candidate["commit"], binary=True)
     atomic_write_bytes(dest / "candidate.tar", data)
     record = {"schema_version": CANDIDATE_ARTIFACT_SCHEMA_VERSION, "loop": t, "status": loop_status,
-              **{k: candidate[k] for k in ("candidate_id", "commit", "tree", "parent")}}
+              **{k: candidate[k] for k in ("candidate_id", "commit", "tree", "parent")}, "workdir": str(workdir)}
     atomic_write_json(dest / "candidate.json", record)
     return record
 

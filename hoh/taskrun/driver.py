@@ -30,6 +30,8 @@ from .candidates import export_candidate, frozen_candidate, restore_workdir
 from .endpoint import check_reachable, resolve_base_url
 
 SUMMARY_SCHEMA_VERSION = 1
+
+
 class Interrupted(Exception):
     """The driver itself got SIGTERM (Harbor cancelled the agent): stop like at the deadline."""
 
@@ -158,7 +160,7 @@ class TaskRun:
     def loop_done(self, t: int) -> None:
         entry = self.loop_entry(t)
         if entry.get("candidate_id"):
-            export_candidate(self.ws, t, entry["status"], Path(self.s.paths.candidate_dir(t)))
+            export_candidate(self.ws, t, entry["status"], self.s.project, Path(self.s.paths.candidate_dir(t)))
         self.sync_workdir()
         self.write_summary()
         self.say(describe_loop(entry, self.s.loops))
