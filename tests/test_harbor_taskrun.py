@@ -8,10 +8,12 @@ from __future__ import annotations
 import copy
 import io
 import json
+import signal
 import socket
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,25 @@ def test_the_budget_ends_a_loop_and_the_workdir_goes_back_to_the_last_candidate(
     assert names == {"roman.py"}
     journal = [json.loads(line)["event"] for line in (run.logs / "hoh" / "state" / "journal.jsonl").open()]
     assert journal[-1] == "run_finished"  # hoh was stopped the way a user stops it, not killed
+
+
+def test_sigterm_from_the_agent_stops_hoh_and_restores_the_last_candidate(tmp_path):
+    """What HohAgent does when Harbor cancels it: SIGTERM to the driver, which stops like at the deadline."""
+    run = Run(tmp_path, with_sleep(roman_script(), 2, "developer", 120))
+    argv = [sys.executable, "-m", "hoh.taskrun", "--spec", run.root / "spec.md", "--project", run.workdir,
+            "--config", run.root / "hoh.yaml", "--loops", "2", "--logs", run.logs, "--artifacts", run.artifacts]
+    proc = subprocess.Popen(list(map(str, argv)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not (run.logs / "hoh" / "state" / "loops" / "0002" / "plan.json").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    time.sleep(1)  # loop 2's developer is sleeping now
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    summary = run.summary()
+    assert summary["status"] == "interrupted" and summary["loops_finished"] == 1
+    assert run.workdir_files() == {"roman.py"}
+    assert "Harbor stopped the agent in loop 2" in (run.logs / "hoh-run.log").read_text()
 
 
 def test_a_budget_shorter_than_the_first_role_is_an_error_that_says_so(tmp_path):

@@ -39,8 +39,9 @@ from ..paths import TaskRunPaths
 from . import budget, install
 from .context import fill_context, log_lines
 
-SPEC, CONFIG, SCRIPT, MOCK, PID = (install.RUN / name for name in
-                                   ("spec.md", "hoh.yaml", "script.yaml", "mock-llm.json", "taskrun.pid"))
+SPEC, CONFIG, SCRIPT, MOCK = (install.RUN / name for name in ("spec.md", "hoh.yaml", "script.yaml", "mock-llm.json"))
+PID = "/tmp/hoh-taskrun.pid"
+"""Written by the driver's shell as whichever user the task runs its agent as."""
 
 
 class HohAgentOptions(AgentOptions):
