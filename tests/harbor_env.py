@@ -101,6 +101,11 @@ class Harbor:
         assert trials, f"no trial finished (exit {result.returncode}): {result.stdout[-2000:]}{result.stderr[-2000:]}"
         return trials
 
+    def python(self, code: str) -> subprocess.CompletedProcess:
+        """Python code in Harbor's venv (hoh.harbor imports there)."""
+        return subprocess.run([str(self.exe.parent / "python"), "-c", code], capture_output=True, text=True,
+                              timeout=120, env=self.env(), stdin=subprocess.DEVNULL)
+
     def lint(self, *tasks: Path) -> list[dict[str, Any]]:
         rules = [a for rule in VALIDITY_RULES for a in ("--select", rule)]
         result = self.cli("lint", *rules, "--json", *tasks)

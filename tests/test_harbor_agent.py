@@ -34,6 +34,40 @@ def frozen(trial: Trial, t: int) -> dict:
     return json.loads((trial.agent / "hoh" / "state" / "loops" / f"{t:04d}" / "candidate.json").read_text())
 
 
+OPTIONS = """
+import json, sys
+from hoh.harbor import HohAgent, HohAgentOptions
+compose = lambda model=None, **kw: HohAgent.compose_config(HohAgentOptions(**kw), model)
+config = sys.argv[1]
+out = {}
+c = compose(config=config)
+out["file"] = [c.harness.name, c.loops, c.harness.model]
+c = compose(model="m", config=config, loops=5, overrides=["policy.max_retries=7", "loops=6"])
+out["layered"] = [c.harness.name, c.loops, c.harness.model, c.policy.max_retries]
+c = compose(harness="scripted")
+out["scripted"] = [c.harness.script, c.loops]
+for bad in ({"harness": "nope"}, {"overrides": ["no.such.key=1"]}, {"overrides": ["loops=0"]}):
+    try:
+        compose(**bad)
+    except ValueError as err:
+        out.setdefault("errors", []).append(str(err))
+print(json.dumps(out))
+"""
+
+
+def test_agent_options_layer_over_a_hoh_config_and_bad_ones_are_one_line(harbor, tmp_path):
+    config = tmp_path / "hoh.yaml"
+    config.write_text("harness: {name: opencode, model: big}\nloops: 4\n")
+    result = harbor.python(OPTIONS.replace("sys.argv[1]", repr(str(config))))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["file"] == ["opencode", 4, "big"]
+    assert out["layered"] == ["opencode", 6, "m", 7]
+    assert out["scripted"] == ["/opt/hoh/run/script.yaml", 3]
+    assert len(out["errors"]) == 3 and all(e.startswith("hoh agent: ") and "\n" not in e for e in out["errors"])
+    assert "unknown harness 'nope'" in out["errors"][0]
+
+
 def test_examples_are_valid_harbor_tasks_and_the_oracle_scores_one_on_each(harbor, tmp_path):
     assert harbor.lint(*(EXAMPLES / t for t in TASKS)) == []
     trials = harbor.run(EXAMPLES, tmp_path / "jobs", "oracle", "--agent", "oracle", "-n", "2")

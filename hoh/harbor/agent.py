@@ -47,8 +47,10 @@ PID = "/tmp/hoh-taskrun.pid"
 class HohAgentOptions(AgentOptions):
     """`--ak` options of the hoh agent (`harbor agent schema hoh.harbor:HohAgent`)."""
 
-    harness: str = Field("scripted", description="The harness CLI hoh drives: scripted, opencode, pi, codex, ...")
-    loops: int = Field(3, ge=1, description="Loops to run; the task's agent timeout may end the run earlier.")
+    harness: str | None = Field(None, description="The harness CLI hoh drives: scripted, opencode, pi, codex, ... "
+                                "(default: the config's, else scripted).")
+    loops: int | None = Field(None, ge=1, description="Loops to run (default: the config's, else 3); the task's "
+                              "agent timeout may end the run earlier.")
     api_key_env: str | None = Field(None, description="Name of the variable holding the endpoint's API key "
                                     "(forwarded into the environment from --ae or this machine).")
     config: str | None = Field(None, description="A hoh.yaml on this machine to start from.")
@@ -113,14 +115,17 @@ class HohAgent(BaseAgent):
 
     @staticmethod
     def compose_config(options: HohAgentOptions | None, model: str | None) -> HohConfig:
+        """hoh.yaml for the run: the config file (or hoh's defaults), then the options, then `overrides`."""
         options = options or HohAgentOptions()
         try:
-            registry.check_name(options.harness)
             base = load_config(Path(options.config).expanduser()) if options.config else HohConfig()
             flags = {"harness.name": options.harness, "harness.model": model, "harness.base_url": options.base_url,
-                     "harness.api_key_env": options.api_key_env, "loops": options.loops,
-                     "harness.script": str(SCRIPT) if options.harness == "scripted" else None}
-            return apply_overrides(base, options.overrides, flags)
+                     "harness.api_key_env": options.api_key_env, "loops": options.loops}
+            config = apply_overrides(base, options.overrides, flags)
+            registry.check_name(config.harness.name)
+            if config.harness.name == "scripted":  # the script is uploaded to a fixed place
+                config = apply_overrides(config, [], {"harness.script": str(SCRIPT)})
+            return config
         except UsageError as err:
             raise ValueError(f"hoh agent: {err}") from None
 
