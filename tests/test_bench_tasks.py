@@ -14,7 +14,7 @@ from test_bench_run import EXAMPLES, hoh_bench
 
 from hoh.bench.harbor import load_task
 from hoh.bench.tasks import load_suite
-from hoh.bench.verifier import bwrap_problem, grade_harbor, read_rewards, resolve_env, score_of, unavailable_reasons
+from hoh.bench.verifier import bwrap_problem, docker_engine_problem, grade_harbor, read_rewards, resolve_env, score_of, unavailable_reasons
 from hoh.errors import UsageError
 
 GAMECRAFT = REPO.parent / "shared" / "benchmarks" / "gamecraft-bench"
@@ -175,7 +175,10 @@ def test_programbench_tasks_come_from_its_package():
     jq = next(t for i, t in tasks.items() if i.startswith("jqlang__jq"))
     assert jq["metadata"]["language"] == "c" and jq["metadata"]["tests"] > 100
     assert jq["metadata"]["image"].startswith("programbench/jqlang_1776_jq")
-    assert jq["grading"] == "grader_unavailable" and "needs Docker" in jq["reasons"][0]
+    if docker_engine_problem():  # CI runs a Docker engine now (for the Harbor tests)
+        assert jq["grading"] == "grader_unavailable" and "needs Docker" in jq["reasons"][0]
+    else:
+        assert jq["grading"] == "ok"
     filtered = hoh_bench("list", "programbench:^jqlang", "--json")
     assert [t["id"] for t in json.loads(filtered.stdout)["tasks"]] == [jq["id"]]
 
