@@ -12,11 +12,13 @@ from .runtime.workspace import create_workspace, open_workspace
 
 
 def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False,
-          notify: Notify | None = None) -> RunReport:
-    """Create a workspace for `spec` and run `config.loops` loops in it."""
+          notify: Notify | None = None, project: Path | None = None) -> RunReport:
+    """Create a workspace for `spec` and run `config.loops` loops in it. With `project`, an existing
+    directory (with or without files or its own git history) is the project: its content is A_0."""
     adapter = registry.create(config.harness)
     adapter.check_available()  # before anything is created
-    ws = create_workspace(Path(workspace), Path(spec), config, force=force)
+    ws = create_workspace(Path(workspace), Path(spec), config, force=force,
+                          project=Path(project) if project is not None else None)
     with Runtime.open(ws, notify, adapter) as runtime:
         return runtime.run(config.loops)
 
@@ -36,6 +38,12 @@ def status(workspace: Path) -> dict:
     """The workspace summary `hoh status --json` prints."""
     from .runtime.status import workspace_status
     return workspace_status(open_workspace(Path(workspace)))
+
+
+def verify(workspace: Path, repair: bool = False) -> dict:
+    """Re-hash everything finished loops left (`hoh status --verify`); with `repair`, restore sealed files."""
+    from .runtime.verify import verify_workspace
+    return verify_workspace(open_workspace(Path(workspace)), repair)
 
 
 def ledger_item(workspace: Path, item_id: str) -> dict:

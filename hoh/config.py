@@ -22,11 +22,12 @@ class _Model(BaseModel):
 
 class HarnessConfig(_Model):
     name: str = "scripted"
-    """Harness adapter: scripted, codex, opencode, pi, ... (`hoh doctor` lists them)."""
+    """Harness adapter: scripted, codex, opencode, pi, claude, ... (`hoh doctor` lists them)."""
     model: str | None = None
     """Model name passed to the harness; None lets the harness use its own default."""
     base_url: str | None = None
-    """An OpenAI-compatible endpoint (vLLM, Ollama, a mock); None uses the harness's own login."""
+    """A model endpoint: OpenAI-compatible (vLLM, Ollama, a mock), Anthropic Messages for claude; None uses the
+    harness's own login."""
     api_key_env: str | None = None
     """Name of the environment variable holding the API key for `base_url` (never the key itself)."""
     script: str | None = None

@@ -5,13 +5,17 @@
       spec.md                   S, the frozen spec; its sha256 is in state/workspace.json
       script.yaml               the scripted harness's script, frozen at build (scripted runs only)
       hoh.lock                  held by the one hoh process working here
-      project/                  A_t: a git repository; loop t is commit + tag `loop-000t`
-      scratch/                  disposable: per-attempt role homes, QA's candidate copies
-        loop-0007/qa/candidate/   a fresh copy of the frozen candidate (read-only for QA)
+      history.git/              the authoritative history, written by hoh alone: loop t is commit + tag
+                                `loop-000t` on `main`; sealed state (refs/hoh/sealed); see runtime/git.py
+      project/                  A_t, the work tree (or the `--project DIR` recorded in workspace.json);
+                                its own .git mirrors the loop commits for users and agents
+      scratch/                  disposable: role homes, QA's view of the candidate, QA's evidence
+        view/                     the frozen candidate as plain files (read-only for QA), moved from
+                                  candidate to candidate by git
         loop-0007/qa/evidence/    QA's evidence dir (its only writable area)
         homes/<harness>/          isolated config homes for harness CLIs
       state/                    written by the Runtime only, never by an agent
-        workspace.json          identity: schema_version, spec sha256, created_by
+        workspace.json          identity: schema_version, spec sha256, root commit, project dir, created_by
         journal.jsonl           append-only, fsynced event log: the truth for resume
         INDEX.md                progressive-disclosure index the Planner reads first
         ledger.json             issue ledger and verified-behaviour register
@@ -36,6 +40,8 @@ ROLES = ("planner", "developer", "qa")
 @dataclass(frozen=True)
 class WorkspacePaths:
     root: Path
+    project_dir: Path | None = None
+    """An existing project dir outside the workspace (`--project`); None means root/project."""
 
     @property
     def config(self) -> Path:
@@ -55,7 +61,15 @@ class WorkspacePaths:
 
     @property
     def project(self) -> Path:
-        return self.root / "project"
+        return self.project_dir or self.root / "project"
+
+    @property
+    def history(self) -> Path:
+        return self.root / "history.git"
+
+    @property
+    def view(self) -> Path:
+        return self.scratch / "view"
 
     @property
     def scratch(self) -> Path:
@@ -88,8 +102,9 @@ class WorkspacePaths:
         return LoopPaths(self.state / "loops" / f"{t:04d}", self.scratch / f"loop-{t:04d}")
 
     def rel(self, path: Path) -> str:
-        """A workspace-relative POSIX path, as recorded in manifests and reports."""
-        return path.resolve().relative_to(self.root).as_posix()
+        """A workspace-relative POSIX path, as recorded in manifests and reports (absolute outside it)."""
+        resolved = path.resolve()
+        return resolved.relative_to(self.root).as_posix() if resolved.is_relative_to(self.root) else str(resolved)
 
 
 @dataclass(frozen=True)
@@ -120,10 +135,6 @@ class LoopPaths:
     @property
     def evidence(self) -> Path:
         return self.dir / "evidence"
-
-    @property
-    def qa_candidate(self) -> Path:
-        return self.scratch / "qa" / "candidate"
 
     @property
     def qa_evidence(self) -> Path:

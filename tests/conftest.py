@@ -18,6 +18,7 @@ from hoh.config import HohConfig, apply_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "demo"
+EXAMPLES = REPO / "benchmarks" / "examples"
 
 GREET = 'import sys\nprint("hello " + (sys.argv[1] if len(sys.argv) > 1 else "world"))\n'
 
@@ -47,7 +48,8 @@ def mini_script(loops: int = 1) -> dict[str, Any]:
 def isolated_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
-    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "CODEX_HOME", "PI_CODING_AGENT_DIR"):
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "CODEX_HOME", "PI_CODING_AGENT_DIR",
+                "CLAUDE_CONFIG_DIR"):
         monkeypatch.delenv(var, raising=False)
     return home
 
@@ -123,3 +125,31 @@ def run_hoh(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "hoh", *map(str, args)], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def bench_runs(tmp_path_factory) -> dict[str, Path]:
+    """`hoh bench run benchmarks/examples` with the oracle, and with the scripted agent over two loops."""
+    root = tmp_path_factory.mktemp("bench-runs")
+    runs = {"oracle": root / "oracle", "scripted": root / "scripted"}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(root))
+        for name, extra in (("oracle", []), ("scripted", ["--loops", "2"])):
+            result = run_hoh("bench", "run", EXAMPLES, "--harness", name, *extra, "-o", runs[name], "-q",
+                             "--grade-on-host", timeout=600)  # the examples' images are Docker images
+            assert result.returncode == 0, result.stderr
+    return runs
+
+
+@pytest.fixture(scope="session")
+def demo_ws(tmp_path_factory) -> Path:
+    """The README's demo, built and resumed through the real CLI: three loops, then one more."""
+    root = tmp_path_factory.mktemp("demo")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(root))
+        ws = root / "ws"
+        built = run_hoh("build", DEMO / "spec.md", "--harness", "scripted", "--loops", "3", "-w", ws, "-q")
+        assert built.returncode == 0, built.stderr
+        resumed = run_hoh("resume", "-w", ws, "--loops", "1", "-q")
+        assert resumed.returncode == 0, resumed.stderr
+    return ws

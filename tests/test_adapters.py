@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO
 
 from hoh.config import HarnessConfig
+from hoh.errors import HarnessUnavailable
 from hoh.harness import registry
 from hoh.harness.base import Outcome, RoleRequest, redact_files
 
@@ -81,7 +82,78 @@ def test_only_needed_variables_are_forwarded(name, tmp_path, monkeypatch):
     assert env["HOME"] == str(tmp_path / "home")
 
 
-@pytest.mark.parametrize("name", ["codex", "opencode", "pi"])
+def option(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def test_claude_maps_roles_onto_plan_mode_and_its_sandbox(tmp_path):
+    claude = adapter("claude", **{**MOCK, "model": "claude-sonnet-4-5"})
+    planner, dev, qa = (request(r, tmp_path) for r in ("planner", "developer", "qa"))
+    p_argv, d_argv, q_argv = (claude.build_argv(r) for r in (planner, dev, qa))
+    assert p_argv[:5] == ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    # Planner: plan mode, read tools, Bash for read-only commands only, no sandbox needed.
+    assert option(p_argv, "--permission-mode") == "plan" and option(p_argv, "--tools") == "Read,Grep,Glob,Bash"
+    assert "--settings" not in p_argv and "--allowedTools" not in p_argv
+    # Developer and QA: file edits in the cwd, Bash allowed only because it runs in the fail-closed sandbox.
+    for argv in (d_argv, q_argv):
+        assert option(argv, "--permission-mode") == "acceptEdits" and option(argv, "--allowedTools") == "Bash"
+        sandbox = json.loads(option(argv, "--settings"))["sandbox"]
+        assert sandbox == {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
+                           "allowUnsandboxedCommands": False}
+        assert "Write" in option(argv, "--tools").split(",") and "WebFetch" not in option(argv, "--tools")
+    assert claude.cwd(dev) == tmp_path / "work" and claude.cwd(qa) == tmp_path / "evidence"
+    for argv in (p_argv, d_argv, q_argv):  # never the project's own .claude/settings.json (hooks)
+        assert option(argv, "--setting-sources") == "user" and option(argv, "--model") == "claude-sonnet-4-5"
+        assert not {"bypassPermissions", "--dangerously-skip-permissions"} & set(argv)
+    resumed = claude.build_argv(request("planner", tmp_path, resume_session="sess-1"))
+    assert option(resumed, "--resume") == "sess-1"
+    assert claude.stdin(planner) == b"p"  # the prompt goes on stdin, not into argv
+
+
+def test_claude_environment_is_isolated_offline_and_short_on_retries(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOH_TEST_KEY", "sk-sentinel-abcdef")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-user-own-key")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid")
+    claude = adapter("claude", **MOCK)
+    env = claude.env(request("developer", tmp_path, idle_timeout=600))
+    home = tmp_path / "home"
+    assert env["HOME"] == str(home)
+    assert env["CLAUDE_CONFIG_DIR"] == str(home / ".claude") and env["CLAUDE_CODE_TMPDIR"] == str(home / "tmp")
+    for switch in ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER",
+                   "DISABLE_ERROR_REPORTING"):
+        assert env[switch] == "1"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "1"
+    assert int(env["API_TIMEOUT_MS"]) * 2 < 600 * 1000  # two tries end before hoh's idle timeout
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"  # Claude Code appends /v1/messages itself
+    assert env["ANTHROPIC_API_KEY"] == "sk-sentinel-abcdef"  # from --api-key-env, not the user's own
+    assert "HTTPS_PROXY" not in env and "HOH_TEST_KEY" not in env and "IS_SANDBOX" not in env
+    own_login = adapter("claude").env(request("developer", tmp_path))
+    assert "ANTHROPIC_API_KEY" not in own_login and "ANTHROPIC_BASE_URL" not in own_login
+
+
+def test_claude_own_login_copies_only_its_credentials(tmp_path, monkeypatch, isolated_home):
+    user = isolated_home / ".claude"
+    user.mkdir()
+    (user / ".credentials.json").write_text('{"claudeAiOauth": {}}')
+    (user / "settings.json").write_text('{"hooks": {}}')
+    claude = adapter("claude")
+    claude.prepare(request("developer", tmp_path))
+    copied = tmp_path / "home" / ".claude"
+    assert (copied / ".credentials.json").read_text() == '{"claudeAiOauth": {}}'
+    assert (copied / ".credentials.json").stat().st_mode & 0o077 == 0
+    assert not (copied / "settings.json").exists()
+    adapter("claude", **MOCK).prepare(request("developer", tmp_path / "other"))
+    assert not (tmp_path / "other" / "home" / ".claude" / ".credentials.json").exists()
+
+
+@pytest.mark.parametrize("flag", ["--dangerously-skip-permissions", "--permission-mode=bypassPermissions",
+                                  "--allow-dangerously-skip-permissions"])
+def test_claude_refuses_a_configuration_that_bypasses_permissions(flag):
+    with pytest.raises(HarnessUnavailable, match="never bypasses"):
+        adapter("claude", extra_args=[flag]).check_available()
+
+
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi", "claude"])
 def test_configs_written_to_the_isolated_home_hold_no_key_value(name, tmp_path, monkeypatch):
     monkeypatch.setenv("HOH_TEST_KEY", "sk-sentinel-abcdef")
     a = adapter(name, **MOCK)
@@ -89,15 +161,16 @@ def test_configs_written_to_the_isolated_home_hold_no_key_value(name, tmp_path, 
         a.prepare(request(role, tmp_path))
         assert "sk-sentinel" not in " ".join(a.build_argv(request(role, tmp_path)))
     home = tmp_path / "home"
-    # codex takes its whole endpoint config as -c flags; the others get config files that name the variable.
-    expected = {"codex": [], "opencode": [f"opencode-{r}.json" for r in ("planner", "developer", "qa")],
+    # codex takes its whole endpoint config as -c flags, claude as flags and environment (the key's value only
+    # in the child's ANTHROPIC_API_KEY); the others get config files that name the variable.
+    expected = {"codex": [], "claude": [], "opencode": [f"opencode-{r}.json" for r in ("planner", "developer", "qa")],
                 "pi": [".pi/agent/models.json", ".pi/agent/settings.json"]}[name]
     assert all((home / rel).is_file() for rel in expected)
     assert name != "codex" or (home / ".codex").is_dir()
     written = {p.relative_to(home).as_posix(): p.read_bytes() for p in home.rglob("*") if p.is_file()}
     assert sorted(written) == sorted(expected)
     assert not any(b"sk-sentinel" in data for data in written.values())
-    if name != "codex":
+    if name not in ("codex", "claude"):
         assert any(b"HOH_TEST_KEY" in data for data in written.values())
 
 
@@ -113,7 +186,7 @@ def parse(name, case):
         return adapter(name).parse_events(fh)
 
 
-@pytest.mark.parametrize("name", ["codex", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi", "claude"])
 def test_parsers_read_recorded_successful_runs(name):
     run = parse(name, "success")
     assert run.error_outcome is None
@@ -123,11 +196,40 @@ def test_parsers_read_recorded_successful_runs(name):
     assert run.session_id
 
 
+def test_claude_parser_reads_cost_and_session_from_the_result_event():
+    events = [json.loads(line) for line in (STREAMS / "claude" / "success.jsonl").read_text().splitlines()]
+    result = events[-1]
+    run = parse("claude", "success")
+    assert run.final_message == result["result"] and run.session_id == result["session_id"]
+    assert run.usage.cost_usd == result["total_cost_usd"] > 0
+    assert run.usage.output_tokens == result["usage"]["output_tokens"]
+    assert run.tool_calls == 5 and run.denials == []  # read, write, read, write, bash
+
+
+def test_claude_parser_records_a_denied_write():
+    run = parse("claude", "denied")  # a plan-mode Planner tried `echo hacked > calc.py`; exit code 0
+    assert run.error_outcome is None and json.loads(run.final_message) == {"status": "planned"}
+    assert [(d["tool"], d["target"]) for d in run.denials] == [("Bash", "echo hacked > calc.py")]
+    assert "approval" in run.denials[0]["reason"]
+
+
+def test_claude_parser_types_a_missing_login():
+    run = parse("claude", "nokey")
+    assert run.final_message is None and run.error_outcome is Outcome.auth_error and "Not logged in" in run.error
+    assert run.usage.cost_usd == 0  # reported by the CLI: nothing was sent, so nothing was spent
+
+
+def test_claude_parser_keeps_usage_of_a_run_killed_before_its_result():
+    lines = (STREAMS / "claude" / "success.jsonl").read_text().splitlines()[:-1]
+    run = adapter("claude").parse_events(lines)
+    assert run.final_message is None and run.usage.input_tokens > 0 and run.usage.cost_usd is None
+
+
 RECORDED_OUTCOMES = {"http500": Outcome.model_error, "http400": Outcome.model_error,
                      "http429": Outcome.rate_limited, "close": Outcome.network_error}
 
 
-@pytest.mark.parametrize("name", ["codex", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi", "claude"])
 @pytest.mark.parametrize("case", sorted(RECORDED_OUTCOMES))
 def test_parsers_type_recorded_failures(name, case):
     # Each CLI words these differently (and pi exits 0); the adapter's own patterns type them.
@@ -142,7 +244,7 @@ def test_pi_model_error_is_caught_although_pi_exits_zero():
     assert run.error_outcome is Outcome.model_error and "500" in run.error
 
 
-@pytest.mark.parametrize("name", ["codex", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi", "claude"])
 def test_parsers_survive_garbage(name):
     lines = ["not json\n", "[1,2]\n", "\x00\xff garbage\n", '{"type": 42}\n']
     lines += (STREAMS / name / "success.jsonl").read_text().splitlines(keepends=True)
@@ -162,6 +264,15 @@ ERROR_TEXTS = [  # (harness, message, status, outcome): what each CLI really pri
     ("pi", "Connection error.", None, Outcome.network_error),
     ("pi", "terminated", None, Outcome.network_error),
     ("pi", "500 mock injected HTTP 500", None, Outcome.model_error),
+    ("claude", "API Error: Request rejected (429) · mock injected HTTP 429", 429, Outcome.rate_limited),
+    ("claude", "API Error: 529 Overloaded", 529, Outcome.rate_limited),
+    ("claude", "Not logged in · Please run /login", None, Outcome.auth_error),
+    ("claude", "API Error: Connection dropped (ECONNRESET). Check the gateway set in ANTHROPIC_BASE_URL", None,
+     Outcome.network_error),
+    ("claude", "API Error: Connection to the API was lost (ECONNRESET). This is usually temporary", None,
+     Outcome.network_error),
+    ("claude", "Request timed out", None, Outcome.network_error),
+    ("claude", "API Error: 500 mock injected HTTP 500. This is a server-side issue", 500, Outcome.model_error),
 ]
 
 
@@ -173,7 +284,7 @@ def test_error_typing_per_harness(name, message, status, expected):
     assert adapter(name).outcome_of(message, status) is expected
 
 
-@pytest.mark.parametrize("name", ["codex", "opencode", "pi"])
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi", "claude"])
 @pytest.mark.parametrize("message", ["the prompt is 14290 tokens long", "file 4013.txt is too big",
                                      "reconnect the socket-less renderer", "a connection string in config"])
 def test_numbers_and_words_inside_other_words_are_no_error_class(name, message):

@@ -38,8 +38,8 @@ def test_git_config_tags_and_other_roles_homes_are_guarded(make_project):
     p = make_project(script)
     assert p.build(loops=2).status == "finished"
     planner_result, dev_result = p.attempt_result(2, "planner", 1), p.attempt_result(2, "developer", 1)
-    assert [v["area"] for v in planner_result["violations"]] == ["project .git/info"]
-    assert sorted(v["area"] for v in dev_result["violations"]) == ["harness homes", "project tags"]
+    assert planner_result["violations"] == [{"area": "project .git", "changes": ["modified info/exclude"]}]
+    assert sorted(v["area"] for v in dev_result["violations"]) == ["harness homes", "project .git"]
     tags = subprocess.run(["git", "tag"], cwd=p.ws / "project", capture_output=True, text=True).stdout.split()
     assert tags == ["loop-0001", "loop-0002"]
     assert "*" not in (p.ws / "project" / ".git" / "info" / "exclude").read_text().splitlines()
@@ -112,13 +112,14 @@ def test_corrupt_state_files_give_one_line_errors(project):
     assert not os.path.exists(project.root / "w2")
 
 
-def test_past_attempt_logs_are_hash_guarded_and_a_change_is_reported(make_project):
+def test_a_sealed_loops_logs_are_guarded_and_restored_from_the_seal(make_project):
+    # Finished loops are sealed into history.git, so even their (large) logs can be put back.
     script = mini_script(2)
     dev = script["loops"][2]["developer"]
     log = "${workspace}/state/loops/0001/roles/planner/attempt-1/events.jsonl"
     script["loops"][2]["developer"] = [{**dev, "actions": dev["actions"] + [{"run": f"echo forged >> {log}"}]}, dev]
     p = make_project(script)
     assert p.build(loops=2).status == "finished"
-    changes = p.attempt_result(2, "developer", 1)["violations"][0]["changes"]
-    assert changes == ["modified loops/0001/roles/planner/attempt-1/events.jsonl",
-                       "could not restore loops/0001/roles/planner/attempt-1/events.jsonl"]
+    violation = p.attempt_result(2, "developer", 1)["violations"][0]
+    assert violation == {"area": "state", "changes": ["modified loops/0001/roles/planner/attempt-1/events.jsonl"]}
+    assert "forged" not in p.state("loops", "0001", "roles", "planner", "attempt-1", "events.jsonl").read_text()

@@ -1,10 +1,11 @@
-"""The real Codex, OpenCode and Pi CLIs, installed from npm at the pinned versions, building the
-demo against the mock model server that ships in hoh: real argv, real event streams, real files."""
+"""The real Codex, OpenCode, Pi and Claude Code CLIs, installed from npm at the pinned versions, building
+the demo against the mock model server that ships in hoh: real argv, real event streams, real files."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,12 +14,15 @@ import yaml
 from conftest import DEMO, Project, mini_script, run_hoh
 
 from hoh import api
+from hoh.config import HarnessConfig
+from hoh.errors import HarnessUnavailable
+from hoh.harness import registry
 from hoh.resources import schema_errors
 from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM
 
-HARNESSES = ["codex", "opencode", "pi"]
-MODEL = {"codex": "gpt-5.5", "opencode": "mock-model", "pi": "mock-model"}
+HARNESSES = ["codex", "opencode", "pi", "claude"]
+MODEL = {"codex": "gpt-5.5", "opencode": "mock-model", "pi": "mock-model", "claude": "claude-sonnet-4-5"}
 SENTINEL = "sk-hoh-sentinel-7f3a9c"
 
 
@@ -73,11 +77,29 @@ def test_real_cli_builds_the_demo(name, reference, tmp_path):
         dev = json.loads((loop_dir / "roles" / "developer" / "attempt-1" / "result.json").read_text())
         assert dev["ok"] and dev["harness"]["tool_calls"] >= 2
     assert any(r.get("match", {}).get("role") == "developer" for r in requests)
-    status = api.status(ws)
+    status = json.loads(run_hoh("status", "-w", ws, "--json").stdout)
     assert status["usage"]["input_tokens"] > 0 and status["usage"]["output_tokens"] > 0
+    if name == "claude":  # Claude Code prices its runs: total_cost_usd per attempt, summed by status
+        assert status["usage"]["cost_usd"] > 0
+        dev = json.loads((ws / "state/loops/0001/roles/developer/attempt-1/result.json").read_text())
+        assert dev["harness"]["usage"]["cost_usd"] > 0 and dev["harness"]["denials"] == []
+        assert written_by_tool(ws / "state/loops/0001/roles/developer/attempt-1", "Write") == [
+            str(ws / "project" / "calc.py")]
+        assert not list(ws.glob("state/loops/*/evidence/.claude")) and not (ws / "project" / ".claude").exists()
     # No API key value in any workspace file.
     assert not [p for p in files_under(ws) if SENTINEL.encode() in p.read_bytes()]
     assert no_process_mentions(ws)
+
+
+def tool_uses(attempt: Path) -> list[dict]:
+    """The tool calls a Claude Code attempt made, from its recorded event stream."""
+    events = [json.loads(line) for line in (attempt / "events.jsonl").read_text().splitlines()]
+    return [block for e in events if e.get("type") == "assistant"
+            for block in e["message"]["content"] if block.get("type") == "tool_use"]
+
+
+def written_by_tool(attempt: Path, tool: str) -> list[str]:
+    return [call["input"]["file_path"] for call in tool_uses(attempt) if call["name"] == tool]
 
 
 def one_loop_project(tmp_path) -> Project:
@@ -112,11 +134,12 @@ def test_persistent_faults_end_with_a_typed_outcome_and_resume_cleanly(name, fau
 @pytest.mark.parametrize("name", HARNESSES)
 def test_a_stalled_model_hits_the_idle_timeout(name, tmp_path):
     p = one_loop_project(tmp_path)
-    with MockLLM(fail_mode="stall", stall_seconds=120) as mock:
+    # Headers and the first events of a message, then silence: Claude Code would wait >= 300 s.
+    with MockLLM(fail_mode="stall", stall_seconds=120, stall_after_frames=2) as mock:
         result = run_one_loop(name, p, mock, "--set", "timeouts.idle_seconds=4")
     assert result.returncode == 1
     attempt = json.loads((p.ws / "state/loops/0001/roles/planner/attempt-1/result.json").read_text())
-    assert attempt["harness"]["outcome"] == "idle_timeout"
+    assert attempt["harness"]["outcome"] == "idle_timeout" and attempt["harness"]["duration_s"] < 30
     assert no_process_mentions(p.ws)
 
 
@@ -149,6 +172,8 @@ def test_doctor_reports_installed_and_missing_harnesses(tmp_path):
     for name in HARNESSES:
         assert reports[name]["usable"] and reports[name]["version"] == reports[name]["tested_version"]
     assert reports["codex"]["sandbox"].startswith("works")
+    assert reports["claude"]["version"] == "2.1.332"
+    assert reports["claude"]["sandbox"].startswith("works: bwrap and socat")
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     missing = subprocess.run([os.sys.executable, "-m", "hoh", "doctor", "--harness", "pi"],
                              env=env, capture_output=True, text=True)
@@ -180,11 +205,13 @@ def test_a_schema_violation_is_re_asked_in_the_same_cli_session(name, tmp_path):
     assert p.loop_json(1, "plan") == planner["steps"][-1]["final"]
 
 
-def test_a_rate_limit_is_retried_with_backoff_without_spending_an_attempt(tmp_path):
+# Claude Code retries once itself (CLAUDE_CODE_MAX_RETRIES=1), so two 429s reach hoh's transient policy.
+@pytest.mark.parametrize("name,failures", [("codex", 1), ("claude", 2)])
+def test_a_rate_limit_is_retried_with_backoff_without_spending_an_attempt(name, failures, tmp_path):
     p = one_loop_project(tmp_path)
     script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
-    with MockLLM(script=script, fail_mode="429", fail_count=1) as mock:
-        result = run_hoh("build", p.spec, *harness_flags("codex", mock), "--loops", "1", "-w", p.ws, "-q",
+    with MockLLM(script=script, fail_mode="429", fail_count=failures) as mock:
+        result = run_hoh("build", p.spec, *harness_flags(name, mock), "--loops", "1", "-w", p.ws, "-q",
                          "--set", "policy.max_retries=0", "--set", "policy.transient_backoff_seconds=0.2")
     assert result.returncode == 0, result.stderr
     transient = [e for e in p.journal() if e["event"] == "transient_failure"]
@@ -192,3 +219,104 @@ def test_a_rate_limit_is_retried_with_backoff_without_spending_an_attempt(tmp_pa
     attempt = p.ws / "state/loops/0001/roles/planner/attempt-1"
     assert json.loads((attempt / "result.json").read_text())["ok"]
     assert "429" in (attempt / "events.transient-1.jsonl").read_text()
+
+
+# ---- Claude Code: the rest of the fault suite, its permission layer, and doctor --------------------
+def _attempt(p: Project, role: str = "planner", n: int = 1) -> dict:
+    return json.loads((p.ws / f"state/loops/0001/roles/{role}/attempt-{n}/result.json").read_text())
+
+
+@pytest.mark.parametrize("fault,expected,extra", [
+    ("429", "rate_limited", {"retry_after_ms": 1000}),  # retry-after honoured once, then typed
+    ("400", "model_error", {}),
+])
+def test_claude_http_faults_are_typed_within_the_configured_time(fault, expected, extra, tmp_path):
+    p = one_loop_project(tmp_path)
+    mini = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    with MockLLM(script=mini, fail_mode=fault, **extra) as mock:
+        result = run_one_loop("claude", p, mock)
+        requests = len(mock.requests())
+        assert result.returncode == 1, result.stderr
+        attempt = _attempt(p)["harness"]
+        assert attempt["outcome"] == expected and attempt["exit_code"] == 1, attempt
+        assert attempt["duration_s"] < 20 and requests <= 3  # CLAUDE_CODE_MAX_RETRIES=1: one retry of its own
+        assert no_process_mentions(p.ws)
+        assert not [f for f in files_under(p.ws) if SENTINEL.encode() in f.read_bytes()]
+        mock.control(fail_mode="none")
+        resumed = run_hoh("resume", "-w", p.ws, "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    assert api.status(p.ws)["loops_finished"] == 1
+
+
+def test_claude_without_a_key_is_an_auth_error_and_sends_nothing(tmp_path):
+    p = one_loop_project(tmp_path)
+    with MockLLM() as mock:
+        result = run_hoh("build", p.spec, "--harness", "claude", "--model", MODEL["claude"], "--base-url",
+                         mock.base_url, "--loops", "1", "-w", p.ws, "-q", "--set", "policy.max_retries=0")
+        assert mock.requests() == []
+    assert result.returncode == 1 and "Not logged in" in result.stderr
+    assert _attempt(p)["harness"]["outcome"] == "auth_error"
+    assert no_process_mentions(p.ws)
+
+
+def test_claude_read_only_planner_is_refused_by_the_cli_and_the_denial_recorded(tmp_path):
+    p = one_loop_project(tmp_path)
+    script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    planner = next(e for e in script["entries"] if e["role"] == "planner")
+    planner["steps"][:0] = [{"shell": "echo hacked > planner-was-here.txt"}, {"shell": "ls -a"}]
+    with MockLLM(script=script) as mock:
+        result = run_one_loop("claude", p, mock)
+        last = [r["body"] for r in mock.requests() if r["match"]["role"] == "planner"][-1]
+    assert result.returncode == 0, result.stderr
+    attempt = _attempt(p)
+    # Plan mode refused the write itself (exit 0), so hoh's guard found nothing to revert.
+    assert attempt["ok"] and attempt["violations"] == []
+    assert [(d["tool"], d["target"]) for d in attempt["harness"]["denials"]] == [
+        ("Bash", "echo hacked > planner-was-here.txt")]
+    results = [block["content"] for m in last["messages"] if isinstance(m["content"], list)
+               for block in m["content"] if block.get("type") == "tool_result"]
+    assert ".git" in results[1].splitlines()  # the read-only `ls -a` did run
+    assert not (p.ws / "project" / "planner-was-here.txt").exists()
+
+
+def test_claude_qa_writes_its_evidence_but_not_the_project(tmp_path):
+    p = one_loop_project(tmp_path)
+    script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    qa = next(e for e in script["entries"] if e["role"] == "qa")
+    project = p.ws.resolve() / "project"
+    qa["steps"][:0] = [
+        {"call": {"name": "Write", "arguments": {"file_path": str(project / "qa-was-here.txt"), "content": "x"}}},
+        {"shell": f"echo hacked > {project}/greet.py; echo hacked > {{{{evidence_dir}}}}/../candidate/greet.py"},
+    ]
+    with MockLLM(script=script) as mock:
+        result = run_one_loop("claude", p, mock)
+        qa_bodies = [json.dumps(r["body"]) for r in mock.requests() if r["match"]["role"] == "qa"]
+    assert result.returncode == 0, result.stderr
+    attempt = _attempt(p, "qa")
+    assert attempt["ok"] and attempt["violations"] == []
+    assert [(d["tool"], d["target"]) for d in attempt["harness"]["denials"]] == [
+        ("Write", str(project / "qa-was-here.txt"))]
+    assert any("Read-only file system" in body for body in qa_bodies)  # the sandbox stopped the Bash writes
+    assert not (project / "qa-was-here.txt").exists() and "hacked" not in (project / "greet.py").read_text()
+    assert (p.ws / "state/loops/0001/evidence/T1.A1.txt").read_text().strip() == "hello bob"
+    assert p.loop_json(1, "qa")["verdict"] == "pass"
+
+
+def test_claude_refuses_to_bypass_permissions_before_creating_anything(tmp_path):
+    result = run_hoh("build", DEMO / "spec.md", "--harness", "claude", "-w", tmp_path / "ws",
+                     "--set", 'harness.extra_args=["--dangerously-skip-permissions"]')
+    assert result.returncode == 2 and "never bypasses" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "ws").exists()
+
+
+def test_claude_without_socat_is_refused_and_doctor_says_why(harness_bin, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to((harness_bin / "claude").resolve())
+    (bin_dir / "bwrap").symlink_to(shutil.which("bwrap"))
+    monkeypatch.setenv("PATH", str(bin_dir))  # the real CLI and bwrap, but no socat
+    claude = registry.create(HarnessConfig(name="claude"))
+    assert claude.installed_version() == "2.1.332"
+    with pytest.raises(HarnessUnavailable, match="sandbox needs socat.*apt-get install bubblewrap socat"):
+        claude.check_available()
+    assert claude.sandbox_probe(tmp_path).startswith("unavailable: socat not installed")

@@ -1,7 +1,7 @@
 """Tests of the scripted mock model server (hoh.testing.mock_llm), driven over real HTTP on 127.0.0.1.
 
 The tool schemas come from tests/data/harness_streams/<cli>/tools.json: what the real Codex,
-OpenCode and Pi advertised to this server (recorded by `python -m hoh.testing.mock_llm.record`,
+OpenCode, Pi and Claude Code advertised to this server (recorded by `python -m hoh.testing.mock_llm.record`,
 together with their event streams).
 """
 
@@ -38,6 +38,7 @@ def fn(name: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 STR = {"type": "string"}
 CODEX_TOOLS, OPENCODE_TOOLS, PI_TOOLS = real_tools("codex"), real_tools("opencode"), real_tools("pi")
+CLAUDE_TOOLS = real_tools("claude")
 PI_READONLY = [t for t in PI_TOOLS if t["function"]["name"] == "read"]
 
 SCRIPT = {"entries": [
@@ -98,6 +99,35 @@ def responses_body(text: str, results: int = 0, tools: list | None = None, strea
         items += [{"type": "function_call", "call_id": f"c{i}", "name": "exec_command", "arguments": "{}"},
                   {"type": "function_call_output", "call_id": f"c{i}", "output": "Process exited with code 0"}]
     return {"model": "gpt-5.5", "input": items, "stream": stream, "tools": CODEX_TOOLS if tools is None else tools}
+
+
+def messages_body(text: str, results: int = 0, tools: list | None = None, cwd: str = "/work/project",
+                  stream: bool = True) -> dict[str, Any]:
+    """A request shaped like Claude Code's: reminders and the prompt in the first user message."""
+    first = [{"type": "text", "text": f"<system-reminder>\n# Environment\n - Primary working directory: {cwd}\n"
+                                      " - Is a git repository: false\n</system-reminder>"},
+             {"type": "text", "text": text}]
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": first}]
+    for i in range(results):
+        msgs += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "ok"}]}]
+    return {"model": "claude-sonnet-4-5", "messages": msgs, "system": [{"type": "text", "text": "sys"}],
+            "max_tokens": 32000, "stream": stream, "tools": CLAUDE_TOOLS if tools is None else tools}
+
+
+def messages_answer(m: MockLLM, body: dict[str, Any]) -> dict[str, Any]:
+    """Reassemble a streamed Messages answer into {events, block, text, input, stop, usage}."""
+    status, headers, raw = request(m, "POST", "/v1/messages?beta=true", body)
+    assert status == 200 and headers["content-type"] == "text/event-stream"
+    evs = events(raw)
+    block = next(e["content_block"] for e in evs if e["type"] == "content_block_start")
+    deltas = [e["delta"] for e in evs if e["type"] == "content_block_delta"]
+    delta = next(e for e in evs if e["type"] == "message_delta")
+    return {"events": [e["type"] for e in evs], "block": block,
+            "text": "".join(d.get("text", "") for d in deltas),
+            "input": json.loads("".join(d.get("partial_json", "") for d in deltas) or "{}"),
+            "stop": delta["delta"]["stop_reason"],
+            "usage": {**evs[0]["message"]["usage"], "output_tokens": delta["usage"]["output_tokens"]}}
 
 
 def chat_answer(m: MockLLM, body: dict[str, Any]) -> dict[str, Any]:
@@ -176,6 +206,46 @@ def test_minimal_sse(mock: MockLLM) -> None:
     assert [e["type"] for e in events(raw)] == ["response.output_item.done", "response.completed"]
     evs = events(request(mock, "POST", "/v1/chat/completions", chat_body(prompt()))[2])
     assert all(set(e) == {"choices"} for e in evs[:-1]) and evs[-1] == "[DONE]"
+
+
+def test_messages_full_form_with_usage(mock: MockLLM) -> None:
+    # The first scripted step of (developer, 1) is a write: Claude Code's Write must read the file first.
+    read = messages_answer(mock, messages_body(prompt()))
+    names = read["events"]
+    assert names[:3] == ["message_start", "ping", "content_block_start"]
+    assert set(names[3:-3]) == {"content_block_delta"} and names[-3:] == ["content_block_stop", "message_delta",
+                                                                          "message_stop"]
+    assert read["block"]["type"] == "tool_use" and read["block"]["name"] == "Read" and read["stop"] == "tool_use"
+    assert read["input"] == {"file_path": "/work/project/calc.py"}
+    assert read["usage"]["input_tokens"] > 0 and read["usage"]["output_tokens"] > 0
+    write = messages_answer(mock, messages_body(prompt(), results=1))
+    assert write["block"]["name"] == "Write"
+    assert write["input"] == {"file_path": "/work/project/calc.py", "content": "print(3)\n"}  # absolute
+    shell = messages_answer(mock, messages_body(prompt(), results=2))
+    assert shell["block"]["name"] == "Bash" and shell["input"]["command"] == "python calc.py > out.txt"
+    final = messages_answer(mock, messages_body(prompt(), results=3))
+    assert final["block"] == {"type": "text", "text": ""} and final["stop"] == "end_turn"
+    assert json.loads(final["text"])["candidate"] == "loop-0001-abcdef012345"
+    assert [r["match"]["step"] for r in mock.requests()] == [0, 1, 2, 3]
+    assert mock.requests()[0]["path"] == "/v1/messages?beta=true"
+
+
+def test_messages_minimal_and_non_streamed(mock: MockLLM) -> None:
+    mock.control(minimal_sse=True)
+    assert "ping" not in messages_answer(mock, messages_body(prompt()))["events"]
+    status, _, raw = request(mock, "POST", "/v1/messages", messages_body(prompt(), results=3, stream=False))
+    body = json.loads(raw)
+    assert status == 200 and body["type"] == "message" and body["stop_reason"] == "end_turn"
+    assert json.loads(body["content"][0]["text"])["status"] == "done" and body["usage"]["input_tokens"] > 0
+
+
+def test_messages_errors_are_anthropic_shaped_with_retry_after(mock: MockLLM) -> None:
+    mock.control(fail_mode="429", fail_count=1, retry_after_ms=1500)
+    status, headers, raw = request(mock, "POST", "/v1/messages", messages_body(prompt()))
+    assert status == 429 and headers["retry-after"] == "2" and headers["retry-after-ms"] == "1500"
+    assert json.loads(raw) == {"type": "error",
+                               "error": {"type": "rate_limit_error", "message": "mock injected HTTP 429"}}
+    assert messages_answer(mock, messages_body(prompt()))["block"]["name"] == "Read"
 
 
 def test_non_streamed_answers(mock: MockLLM) -> None:
@@ -352,6 +422,20 @@ def test_stall_sends_headers_then_goes_silent(mock: MockLLM) -> None:
     conn.close()
 
 
+def test_stall_mid_message_sends_the_first_frames_then_goes_silent(mock: MockLLM) -> None:
+    mock.control(fail_mode="stall", fail_count=1, stall_seconds=0.6, stall_after_frames=2)
+    conn = http.client.HTTPConnection("127.0.0.1", mock.port, timeout=5)
+    started = time.monotonic()
+    conn.request("POST", "/v1/messages", body=json.dumps(messages_body(prompt())))
+    resp = conn.getresponse()
+    first = resp.read1(65536).decode()
+    assert "event: message_start" in first and "content_block_start" not in first
+    assert time.monotonic() - started < 0.4
+    rest = resp.read().decode()
+    assert time.monotonic() - started >= 0.6 and "event: message_stop" in rest
+    conn.close()
+
+
 def test_control_and_state_endpoints(mock: MockLLM) -> None:
     status, _, raw = request(mock, "POST", "/__control", {"fail_mode": "429", "fail_count": 2,
                                                           "script": {"qa": {"*": [{"final": "swapped"}]}}})
@@ -405,7 +489,7 @@ def test_cli_port_file_log_and_script(tmp_path: Path) -> None:
 
 
 # -- recorded streams of the real CLIs ----------------------------------------------------------------------
-@pytest.mark.parametrize("cli", ["codex", "opencode", "pi"])
+@pytest.mark.parametrize("cli", ["codex", "opencode", "pi", "claude"])
 def test_recorded_streams_carry_the_scripted_final_message(cli: str) -> None:
     # The mock filled the candidate id from the prompt's fact line; the adapter's parser reads it back.
     from hoh.config import HarnessConfig

@@ -22,7 +22,7 @@ from ..errors import StateError
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..harness.process import reap
 from ..paths import WorkspacePaths
-from ..runtime.git import ProjectRepo
+from ..runtime.git import History
 from ..runtime.journal import Journal, RunHistory
 from ..runtime.workspace import is_workspace
 from .results import (
@@ -120,7 +120,7 @@ def candidate_at(ws: Path, t: int) -> tuple[str, str | None]:
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
-def export(repo: ProjectRepo, commit: str, dest: Path) -> None:
+def export(repo: History, commit: str, dest: Path) -> None:
     """A plain copy of `commit`; an empty tree (nothing built yet) is an empty directory, since
     `git archive` of an empty tree writes no tar at all."""
     if repo.tree_of(commit) == EMPTY_TREE:
@@ -172,7 +172,8 @@ class Trial:
         gdir = self.paths.grade_dir(t)
         shutil.rmtree(gdir, ignore_errors=True)
         copy = gdir / "workspace"
-        export(ProjectRepo(WorkspacePaths(self.paths.workspace).project), commit, copy)
+        wpaths = WorkspacePaths(self.paths.workspace)
+        export(History(wpaths.history, wpaths.project), commit, copy)
         try:
             if self.task.kind == "programbench":
                 from .programbench import grade_programbench

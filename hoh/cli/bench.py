@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..errors import UsageError
 from .usage import UsageCommand
 
 # hoh.bench is imported inside the commands: `hoh --help` and the other commands never load it.
@@ -138,7 +139,8 @@ def run(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI (scripted, oracle, codex, ...).",
                                           rich_help_panel="Harness"),
     model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint.", rich_help_panel="Harness"),
+    base_url: Optional[str] = typer.Option(None, help="Model endpoint (OpenAI-compatible; Anthropic for claude).",
+                                           rich_help_panel="Harness"),
     api_key_env: Optional[str] = typer.Option(None, help="Env var holding the endpoint's API key.",
                                               rich_help_panel="Harness"),
     mode: str = typer.Option("hoh", "--mode", help="hoh | vanilla (one Developer pass) | continuation "
@@ -196,13 +198,30 @@ def run(
 @app.command(cls=UsageCommand)
 def report(
     out_dir: Path = typer.Argument(..., help="A run directory (-o of hoh bench run)."),
-    compare: Optional[Path] = typer.Option(None, "--compare", help="Another run directory to show side by side."),
+    compare: list[Path] = typer.Option([], "--compare", help="Another run directory to show beside OUT "
+                                       "(repeatable: vanilla, continuation, ablations...)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    html: bool = typer.Option(False, "--html", help="Write a self-contained HTML report with HoH@k curves."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="With --html: the file to write "
+                                          "(default: OUT/report.html)."),
 ) -> None:
     """Summarise a run (mean score per loop, pass rate, tokens); with --compare, per-task deltas."""
     from ..bench.report import fmt
     from ..bench.runner import compare_runs, report_run
-    if compare is None:
+    if html:
+        if as_json:
+            raise UsageError("--html and --json are two outputs; choose one")
+        from ..report import write_bench_report
+
+        path, bench = write_bench_report([out_dir, *compare], output)
+        for run in bench.runs:
+            curve = " → ".join(f"HoH@{p['loop']} {fmt(p['mean'])}" for p in run.curve())
+            print(f"{run.label}: {curve}")
+        print(f"report: {path}")
+        return
+    if output is not None:
+        raise UsageError("-o names the HTML file; add --html")
+    if not compare:
         paths, summary = report_run(out_dir)
         if as_json:
             print(json.dumps(summary, indent=2))
@@ -210,11 +229,17 @@ def report(
         render_summary(out, summary)
         out.print(f"summary: {paths.summary_md}")
         return
-    cmp, text = compare_runs(out_dir, compare)
+    comparisons = [compare_runs(out_dir, other) for other in compare]
     if as_json:
-        print(json.dumps(cmp, indent=2))
+        print(json.dumps(comparisons[0][0] if len(comparisons) == 1 else [c for c, _ in comparisons], indent=2))
         return
-    out.print(f"A = {out_dir}: {cmp['a']}\nB = {compare}: {cmp['b']}", markup=False, highlight=False)
+    for other, (cmp, _) in zip(compare, comparisons):
+        render_comparison(out_dir, other, cmp)
+
+
+def render_comparison(out_dir: Path, other: Path, cmp: dict[str, Any]) -> None:
+    from ..bench.report import fmt
+    out.print(f"A = {out_dir}: {cmp['a']}\nB = {other}: {cmp['b']}", markup=False, highlight=False)
     for title, rows, key in (("metric", cmp["rows"], "metric"), ("task", cmp["tasks"], "task")):
         table = Table(show_edge=False)
         for col in (title, "A", "B", "B − A"):

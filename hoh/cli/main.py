@@ -1,4 +1,4 @@
-"""The `hoh` command line: build, resume, status, show. The only place that prints."""
+"""The `hoh` command line: build, resume, status, show, report. The only place that prints."""
 
 from __future__ import annotations
 
@@ -48,11 +48,15 @@ def build(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive (scripted, codex, ...).",
                                           rich_help_panel="Harness"),
     model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
-    base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint.", rich_help_panel="Harness"),
+    base_url: Optional[str] = typer.Option(None, help="Model endpoint (OpenAI-compatible; Anthropic for claude).",
+                                           rich_help_panel="Harness"),
     api_key_env: Optional[str] = typer.Option(None, help="Env var holding the endpoint's API key.",
                                               rich_help_panel="Harness"),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", help="Number of loops to run.", rich_help_panel="Run"),
     workspace: Path = typer.Option(Path("hoh-work"), "--workspace", "-w", help=WS_HELP, rich_help_panel="Run"),
+    project: Optional[Path] = typer.Option(None, "--project", help="An existing project directory to work on "
+                                           "(its files, with or without git history, are loop 1's start); by "
+                                           "default a new empty project inside the workspace.", rich_help_panel="Run"),
     config: Optional[Path] = typer.Option(None, "--config", help="A hoh.yaml to start from.", rich_help_panel="Run"),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: key.sub=value (repeatable).",
                                    rich_help_panel="Run"),
@@ -68,7 +72,7 @@ def build(
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops})
     with LiveProgress(err, quiet) as progress:
-        report = api.build(spec, workspace, cfg, force=force, notify=progress)
+        report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
     _finish(report, workspace)
 
 
@@ -91,10 +95,26 @@ def resume(
 def status(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    verify: bool = typer.Option(False, "--verify", help="Re-hash everything finished loops left and report any "
+                                "tampering (exit 1)."),
+    repair: bool = typer.Option(False, "--repair", help="With --verify: put tampered sealed files back."),
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
     from .. import api
     from .status import render_status
+    if verify or repair:
+        found = api.verify(workspace, repair=repair)
+        if as_json:
+            print(json.dumps(found, indent=2))
+        for line in found["repaired"]:
+            out.print(f"repaired: {line}", markup=False, highlight=False, soft_wrap=True)
+        for line in found["problems"]:
+            _error(line)
+        if found["problems"]:
+            raise typer.Exit(1)
+        if not as_json:
+            out.print("verified: every finished loop's state, tag and history object is as it was sealed")
+        return
     data = api.status(workspace)
     if as_json:
         out.print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
@@ -111,6 +131,20 @@ def show(
     from .. import api
     from .status import show_issue
     show_issue(out, api.ledger_item(workspace, issue_id))
+
+
+@app.command(cls=UsageCommand)
+def report(
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="The HTML file to write (default: WORKSPACE/report.html)."),
+) -> None:
+    """A self-contained HTML report of a run: plots, the issue ledger, every loop with its evidence."""
+    from ..report import write_workspace_report
+
+    path, run = write_workspace_report(workspace, output)
+    live = " · the run is live: this shows what had finished" if run.live else ""
+    print(f"report: {path} ({run.loops_finished}/{run.target_loops} loops, {run.state}){live}")
 
 
 @app.command(cls=UsageCommand)
@@ -142,7 +176,7 @@ def mock_llm(
     port_file: Optional[Path] = typer.Option(None, help="Write the bound port here once listening."),
     log: Optional[Path] = typer.Option(None, help="Append one JSON line per model request here."),
 ) -> None:
-    """Serve the scripted mock model (OpenAI Responses + Chat Completions) on 127.0.0.1 until stopped."""
+    """Serve the scripted mock model (OpenAI Responses and Chat, Anthropic Messages) on 127.0.0.1 until stopped."""
     from ..testing.mock_llm.__main__ import main as serve
 
     argv = ["--port", str(port)] + [a for flag, v in (("--script", script), ("--port-file", port_file), ("--log", log))

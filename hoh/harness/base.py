@@ -141,6 +141,8 @@ class ParsedRun:
     error: str | None = None
     error_outcome: Outcome | None = None
     """Set when the events themselves report a failure (pi exits 0 on model errors)."""
+    denials: list[dict[str, str]] = field(default_factory=list)
+    """Tool calls the CLI's own permission layer refused: `tool`, `target` (path or command), `reason`."""
 
 
 @dataclass
@@ -153,6 +155,7 @@ class HarnessResult:
     exit_code: int | None
     duration_s: float
     error: str | None = None
+    denials: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -298,7 +301,7 @@ class HarnessAdapter(ABC):
         outcome, error = self.classify(proc, parsed)
         error = redact(error, secrets) if error else error
         return HarnessResult(outcome, parsed.final_message, parsed.usage, parsed.tool_calls, parsed.session_id,
-                             proc.exit_code, proc.duration_s, error)
+                             proc.exit_code, proc.duration_s, error, parsed.denials)
 
 
 def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

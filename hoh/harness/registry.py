@@ -14,6 +14,7 @@ ADAPTERS: dict[str, str] = {
     "codex": "hoh.harness.codex:CodexAdapter",
     "opencode": "hoh.harness.opencode:OpenCodeAdapter",
     "pi": "hoh.harness.pi:PiAdapter",
+    "claude": "hoh.harness.claude:ClaudeAdapter",
 }
 
 

@@ -1,8 +1,12 @@
-"""The permissions backstop: fingerprint every area a role may not write, before and after.
+"""The permissions backstop: every area a role may not write is checked before and after it runs.
 
-Whatever the harness's own sandbox does, this always runs. A change is a violation: it is
-reported with the paths that changed, and the area is put back (git for the project, the saved
-bytes for state files, a fresh export for QA's candidate copy).
+Whatever the harness's sandbox and hoh's jail do, this always runs. A change is a violation: it
+is reported with the paths that changed, and the area is put back. The cost follows what
+changed, not the size of the area or of the history:
+- file areas (state, spec, config, harness homes) are fingerprinted by stat — size, times,
+  inode, mode — and a file is hashed only when its stat changed (a `HashCache` kept for the run);
+- the project, QA's view and the sealed loops are asked of git, whose index is the stat cache;
+- the journal is compared with what hoh itself appended, by one stat.
 """
 
 from __future__ import annotations
@@ -17,50 +21,86 @@ from pathlib import Path
 from typing import Callable
 
 from ..fsutil import sha256_file
-from .git import ProjectRepo
+from .git import History, ProjectMirror
+from .seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 Fingerprint = dict[str, str]
 
 
-def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = ()) -> Fingerprint:
-    """relative path → content identity for every file and symlink under root."""
-    result: Fingerprint = {}
-    if not root.exists():
-        return result
-    if root.is_file():
-        return {".": sha256_file(root)}
+class HashCache:
+    """sha256 of files by stat identity: a file is read again only when its stat changed."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+
+    def digest(self, path: str, st: os.stat_result) -> str:
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = self._known.get(path)
+        if known and known[0] == key:
+            return known[1]
+        digest = sha256_file(Path(path))
+        self._known[path] = (key, digest)
+        return digest
+
+
+def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = (),
+                cache: HashCache | None = None) -> Fingerprint:
+    """relative path → identity (content hash and mode; link target; kind) of everything under root."""
+    cache = cache or HashCache()
+    if not root.exists() and not root.is_symlink():
+        return {}
+    if not root.is_dir() or root.is_symlink():
+        return {".": _identity(str(root), os.lstat(root), cache)}
     skip_set = {str(p) for p in skip}
-    for dirpath, dirnames, filenames in os.walk(root):
-        base = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if not _ignored(d, ignore) and str(base / d) not in skip_set
-                             and not (base == root and d == ".git"))
-        for name in sorted(filenames):
-            path = base / name
-            if _ignored(name, ignore) or str(path) in skip_set:
+    result: Fingerprint = {}
+    stack = [(str(root), "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if _ignored(name, ignore) or entry.path in skip_set or (not prefix and name == ".git"):
                 continue
-            rel = path.relative_to(root).as_posix()
-            mode = path.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                result[rel] = "link:" + os.readlink(path)
-            elif stat.S_ISREG(mode):
-                result[rel] = sha256_file(path) + (":x" if mode & stat.S_IXUSR else "")
-            else:  # a FIFO or socket: never opened (a FIFO would block the guard)
-                result[rel] = f"special:{stat.S_IFMT(mode):o}"
-        for d in dirnames:
-            if (base / d).is_symlink():
-                result[(base / d).relative_to(root).as_posix()] = "link:" + os.readlink(base / d)
+            rel = prefix + name
+            st = entry.stat(follow_symlinks=False)
+            result[rel] = _identity(entry.path, st, cache)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append((entry.path, rel + "/"))
     return result
+
+
+def _identity(path: str, st: os.stat_result, cache: HashCache) -> str:
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + os.readlink(path)
+    if stat.S_ISDIR(st.st_mode):
+        return f"dir:{mode:o}"
+    if stat.S_ISREG(st.st_mode):
+        return f"{cache.digest(path, st)}:{mode:o}"
+    return f"special:{stat.S_IFMT(st.st_mode):o}"  # a FIFO or socket: never opened (a FIFO would block)
 
 
 def _ignored(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatch(name, p) for p in patterns)
 
 
-def diff(before: Fingerprint, after: Fingerprint) -> list[str]:
-    changed = [f"modified {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]]
-    changed += [f"created {p}" for p in sorted(after.keys() - before.keys())]
-    changed += [f"deleted {p}" for p in sorted(before.keys() - after.keys())]
+def diff(before: Fingerprint, after: Fingerprint, label: str = "") -> list[str]:
+    """Changes as "modified a/b", "created c", "deleted d", "changed the mode of e"; paths under `label`."""
+    def shown(rel: str) -> str:
+        return label.rstrip("/") if rel == "." and label else label + rel
+
+    changed = []
+    for p in sorted(before.keys() & after.keys()):
+        if before[p] != after[p]:
+            old, new = before[p].rpartition(":"), after[p].rpartition(":")
+            same_content = old[0] == new[0] and old[0] and not old[0].startswith(("link", "special"))
+            changed.append(f"{'changed the mode of' if same_content else 'modified'} {shown(p)}")
+    changed += [f"created {shown(p)}" for p in sorted(after.keys() - before.keys())]
+    changed += [f"deleted {shown(p)}" for p in sorted(before.keys() - after.keys())]
     return changed
 
 
@@ -77,8 +117,9 @@ class Violation:
 class Area(ABC):
     """A place a role may not write."""
 
-    def __init__(self, name: str, root: Path, ignore: list[str]):
-        self.name, self.root, self.ignore = name, root, ignore
+    def __init__(self, name: str):
+        self.name = name
+        self.unrestorable: list[str] = []
 
     @abstractmethod
     def snapshot(self) -> object: ...
@@ -87,148 +128,215 @@ class Area(ABC):
     def changes(self, snap: object) -> list[str]: ...
 
     @abstractmethod
-    def restore(self, snap: object) -> None: ...
+    def restore(self, snap: object, changes: list[str]) -> None: ...
 
 
 class FileArea(Area):
-    """Plain files (state/, spec, config): restored from bytes saved before the role ran."""
+    """Plain files (state, spec, config, harness homes): restored from bytes saved before the role ran."""
 
     def __init__(self, name: str, root: Path, ignore: list[str], skip: tuple[Path, ...] = (),
-                 keep_bytes: Callable[[str], bool] = lambda rel: True):
-        super().__init__(name, root, ignore)
-        self.skip, self.keep_bytes = skip, keep_bytes
-        self.unrestorable: list[str] = []
+                 keep_bytes: Callable[[str], bool] = lambda rel: True, cache: HashCache | None = None,
+                 label: str = ""):
+        super().__init__(name)
+        self.root, self.ignore, self.skip, self.keep_bytes = root, ignore, skip, keep_bytes
+        self.cache, self.label = cache or HashCache(), label
+
+    def _path(self, rel: str) -> Path:
+        return self.root if rel == "." else self.root / rel
 
     def _files(self) -> Fingerprint:
-        return fingerprint(self.root, self.ignore, self.skip)
+        return fingerprint(self.root, self.ignore, self.skip, self.cache)
 
     def snapshot(self) -> tuple[Fingerprint, dict[str, bytes]]:
         fp = self._files()
         saved = {}
         for rel, ident in fp.items():
-            path = self.root if rel == "." else self.root / rel
-            if (ident[:5] not in ("link:", "speci") and self.keep_bytes(rel)
+            path = self._path(rel)
+            if (not ident.startswith(("link:", "special:", "dir:")) and self.keep_bytes(rel)
                     and path.stat().st_size <= MAX_SNAPSHOT_BYTES):
                 saved[rel] = path.read_bytes()
         return fp, saved
 
     def changes(self, snap) -> list[str]:
-        return diff(snap[0], self._files())
+        return diff(snap[0], self._files(), self.label)
 
-    def restore(self, snap) -> None:
+    def restore(self, snap, changes: list[str]) -> None:
         before, saved = snap
         after = self._files()
-        for rel in after.keys() - before.keys():
-            path = self.root if rel == "." else self.root / rel
+        for rel in sorted(after.keys() - before.keys(), reverse=True):
+            path = self._path(rel)
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
-        for rel, ident in before.items():
+        for rel, ident in sorted(before.items()):
             if after.get(rel) == ident:
                 continue
-            path = self.root if rel == "." else self.root / rel
+            path = self._path(rel)
+            kind, _, mode = ident.rpartition(":")
+            if kind == "dir":
+                if path.is_symlink() or (path.exists() and not path.is_dir()):
+                    path.unlink()
+                path.mkdir(parents=True, exist_ok=True)
+                path.chmod(int(mode, 8))
+                continue
             if rel not in saved:
                 self.unrestorable.append(rel)  # too large to keep in memory; reported, never silently accepted
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink():
-                path.unlink()
+            if path.is_symlink() or (path.is_dir()):
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
             path.write_bytes(saved[rel])
-            if ident.endswith(":x"):
-                path.chmod(0o755)
+            path.chmod(int(mode, 8))
 
 
-class GitArea(Area):
-    """The project repository: work tree, HEAD and tags; restored with git."""
+class WorkTreeArea(Area):
+    """A git work tree that must stay as its index says (the project for read-only roles; QA's view)."""
 
-    def __init__(self, name: str, repo: ProjectRepo, ignore: list[str]):
-        super().__init__(name, repo.path, ignore)
-        self.repo = repo
+    def __init__(self, name: str, history: History, work_tree: Path, index: Path, ignore: list[str],
+                 rebuild: Callable[[], None] | None = None):
+        super().__init__(name)
+        self.history, self.work_tree, self.index, self.ignore, self.rebuild = history, work_tree, index, ignore, rebuild
 
-    def snapshot(self) -> tuple[Fingerprint, str, str]:
-        return fingerprint(self.root, self.ignore), self.repo.head(), self.repo.refs()
+    def _changes(self) -> set[str]:
+        return {c for c in self.history.changes(self.work_tree, self.index)
+                if not any(_ignored(part, self.ignore) for part in c.partition(" ")[2].rstrip("/").split("/"))}
+
+    def snapshot(self) -> set[str]:
+        return self._changes()
 
     def changes(self, snap) -> list[str]:
-        fp, head, refs = snap
-        found = diff(fp, fingerprint(self.root, self.ignore))
-        if self.repo.refs() != refs:
-            found.append("modified git refs (commits or tags)")
+        return sorted(self._changes() - snap)
+
+    def restore(self, snap, changes: list[str]) -> None:
+        if self.rebuild is not None:
+            self.rebuild()
+            return
+        for change in changes:
+            kind, _, rel = change.partition(" ")
+            path = self.work_tree / rel
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+            if kind != "created":
+                self.history.git("checkout-index", "--force", "--", rel.rstrip("/"), work_tree=self.work_tree,
+                                 index=self.index)
+
+
+class MirrorArea(Area):
+    """The project's own .git. The Developer may commit in it, but not break it, replace it, change its
+    configuration (an exclude or a hook would change what gets frozen, or run code as hoh) or move hoh's
+    loop tags; a read-only role may not change it at all. Its files are checked before hoh runs any
+    git command there, so a planted configuration never runs."""
+
+    PARTS = ("config", "info", "hooks")
+
+    def __init__(self, mirror: ProjectMirror, head: str, strict: bool, cache: HashCache | None = None):
+        super().__init__("project .git")
+        self.mirror, self.head, self.strict = mirror, head, strict
+        self.files = [FileArea(part, mirror.git_dir / part, [], cache=cache, label=part + ("" if part == "config" else "/"))
+                      for part in self.PARTS]
+
+    def _replaced(self) -> list[str]:
+        git_dir = self.mirror.git_dir
+        if git_dir.is_symlink() or (git_dir.exists() and not git_dir.is_dir()):
+            return ["replaced .git with a link or a file"]
+        return [] if git_dir.is_dir() else ["deleted .git"]
+
+    def _refs(self) -> str:
+        return self.mirror.git("for-each-ref", "--format=%(refname) %(objectname)") + self.mirror.git(
+            "symbolic-ref", "-q", "HEAD")
+
+    def snapshot(self):
+        self.published = self.mirror.history.tags()
+        healthy = not self._replaced() and not self.mirror.problems(self.published)
+        return [f.snapshot() for f in self.files], (self._refs() if self.strict and healthy else None)
+
+    def changes(self, snap) -> list[str]:
+        if found := self._replaced():
+            return found
+        found = [c for f, s in zip(self.files, snap[0]) for c in f.changes(s)]
+        if found:
+            return found  # nothing runs git under a changed configuration
+        found = self.mirror.problems(self.published)
+        if not found and snap[1] is not None and self._refs() != snap[1]:
+            found = ["changed refs (commits, branches or tags)"]
         return found
 
-    def restore(self, snap) -> None:
-        _, head, refs = snap
-        self.repo.reset_to(head)
-        wanted = dict(line.split(" ")[::-1] for line in refs.splitlines())
-        for tag in self.repo.tags():
-            if f"refs/tags/{tag}" not in wanted:
-                self.repo.git("tag", "-d", tag)
+    def restore(self, snap, changes: list[str]) -> None:
+        replaced = self._replaced()
+        for f, s in zip(self.files, snap[0]):
+            if not replaced:
+                f.restore(s, [])
+        self.mirror.rebuild(self.published, self.head)
+        for f, s in zip(self.files, snap[0]):
+            if replaced:  # a new repository: the project's own configuration goes back in
+                f.restore(s, [])
+            self.unrestorable += f.unrestorable
+
+
+class HistoryArea(Area):
+    """history.git's refs: only hoh moves them."""
+
+    def __init__(self, history: History):
+        super().__init__("history")
+        self.history = history
+
+    def snapshot(self) -> str:
+        return self.history.refs()
+
+    def changes(self, snap) -> list[str]:
+        try:
+            now = self.history.refs()
+        except Exception:  # noqa: BLE001 - a broken repository is a change like any other
+            return ["broke history.git"]
+        return [] if now == snap else ["moved refs of history.git"]
+
+    def restore(self, snap, changes: list[str]) -> None:
+        wanted = dict(line.split(" ")[::-1] for line in snap.splitlines())
+        for line in self.history.refs().splitlines():
+            ref = line.split(" ")[0]
+            if ref not in wanted:
+                self.history.git("update-ref", "-d", ref)
         for ref, sha in wanted.items():
-            if ref.startswith("refs/tags/"):
-                self.repo.git("update-ref", ref, sha)
+            self.history.git("update-ref", ref, sha)
 
 
-class TagsArea(Area):
-    """The project's loop tags: the Developer may use git, but not move or delete hoh's tags."""
+class SealedArea(Area):
+    """Finished loops' state dirs: stat-checked by git against their seal, restored from it."""
 
-    def __init__(self, repo: ProjectRepo):
-        super().__init__("project tags", repo.path, [])
-        self.repo = repo
+    def __init__(self, sealed: SealedState, open_loops: list[int]):
+        super().__init__("state")
+        self.sealed, self.open_loops = sealed, open_loops
 
-    def _tags(self) -> dict[str, str]:
-        out = self.repo.git("show-ref", "--tags") if self.repo.tags() else ""
-        return dict(reversed(line.split(" ")) for line in out.splitlines())
-
-    def snapshot(self) -> dict[str, str]:
-        return self._tags()
+    def snapshot(self) -> None:
+        return None
 
     def changes(self, snap) -> list[str]:
-        return diff(snap, self._tags())
+        return self.sealed.changes(self.open_loops)
 
-    def restore(self, snap) -> None:
-        for ref in self._tags().keys() - snap.keys():
-            self.repo.git("update-ref", "-d", ref)
-        for ref, sha in snap.items():
-            self.repo.git("update-ref", ref, sha)
-
-
-class RebuildArea(Area):
-    """A disposable copy (QA's candidate): restored by rebuilding it."""
-
-    def __init__(self, name: str, root: Path, ignore: list[str], rebuild: Callable[[], None]):
-        super().__init__(name, root, ignore)
-        self.rebuild = rebuild
-
-    def snapshot(self) -> Fingerprint:
-        return fingerprint(self.root, self.ignore)
-
-    def changes(self, snap) -> list[str]:
-        return diff(snap, fingerprint(self.root, self.ignore))
-
-    def restore(self, snap) -> None:
-        self.rebuild()
+    def restore(self, snap, changes: list[str]) -> None:
+        self.sealed.restore(changes)
 
 
 class JournalArea(Area):
     """The journal is appended to by the Runtime while a role runs; anything else is a violation."""
 
     def __init__(self, journal):
-        super().__init__("state", journal.path, [])
+        super().__init__("state")
         self.journal = journal
 
-    def snapshot(self) -> tuple[bytes, int]:
-        return self.root.read_bytes(), self.journal.mark()
-
-    def _expected(self, snap) -> bytes:
-        return snap[0] + self.journal.written_since(snap[1])
+    def snapshot(self) -> None:
+        self.journal.untouched()  # the journal as it is now is hoh's baseline
 
     def changes(self, snap) -> list[str]:
-        current = self.root.read_bytes() if self.root.exists() else b""
-        return [] if current == self._expected(snap) else [f"modified {self.root.name}"]
+        return [] if self.journal.untouched() else [f"modified {self.journal.path.name}"]
 
-    def restore(self, snap) -> None:
-        self.root.write_bytes(self._expected(snap))
+    def restore(self, snap, changes: list[str]) -> None:
+        self.journal.restore()
 
 
 class Guard:
-    """Snapshot a set of areas, then report and undo any change to them."""
+    """Snapshot a set of areas, then report and undo any change to them, in order (the project's
+    git configuration is restored before anything runs git there)."""
 
     def __init__(self, areas: list[Area]):
         self.areas = areas
@@ -239,7 +347,6 @@ class Guard:
         for area, snap in zip(self.areas, self.snaps):
             changed = area.changes(snap)
             if changed:
-                area.restore(snap)
-                lost = getattr(area, "unrestorable", [])
-                violations.append(Violation(area.name, changed + [f"could not restore {rel}" for rel in lost]))
+                area.restore(snap, changed)
+                violations.append(Violation(area.name, changed + [f"could not restore {rel}" for rel in area.unrestorable]))
         return violations

@@ -15,10 +15,11 @@ from ..config import HohConfig
 from ..evidence.ledger import Ledger
 from ..paths import WorkspacePaths
 from ..resources import schema
-from .git import ProjectRepo
-from .guard import Area, FileArea, GitArea, JournalArea, RebuildArea, TagsArea
+from .git import History, ProjectMirror
+from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .journal import Journal
 from .roles import RoleJob
+from .seal import SealedState
 from .validate import Expectations
 
 
@@ -32,27 +33,39 @@ def schema_text(name: str) -> str:
 
 
 class JobFactory:
-    def __init__(self, paths: WorkspacePaths, config: HohConfig, repo: ProjectRepo, journal: Journal):
-        self.paths, self.config, self.repo, self.journal = paths, config, repo, journal
+    def __init__(self, paths: WorkspacePaths, config: HohConfig, repo: History, journal: Journal,
+                 sealed: SealedState):
+        self.paths, self.config, self.repo, self.journal, self.sealed = paths, config, repo, journal, sealed
+        self.mirror = ProjectMirror(paths.project, repo)
         self.ignore = config.guard.ignore
         self.spec_text = paths.spec.read_text(encoding="utf-8")
+        self.cache = HashCache()  # one for the run: files are hashed again only when their stat changes
 
-    def _fixed_files(self, attempt_dir: Path) -> list[Area]:
-        """What no role may ever write: state/ (but the active attempt's logs), spec, config, script,
-        the other roles' harness homes (no planting instructions for the next role), and the project's
-        git configuration (an exclude or hook would change what gets frozen)."""
+    def _fixed_files(self, attempt_dir: Path, head: str, read_only_project: bool) -> list[Area]:
+        """What no role may ever write: the project's git configuration (an exclude or hook would change
+        what gets frozen; checked first, before anything runs git there) and repository, hoh's history,
+        state/ (but the active attempt's logs; sealed loops through their seal), the journal, spec,
+        config, script, and the other roles' harness homes (no planting instructions for the next role)."""
         role = attempt_dir.parent.name
-        git = self.paths.project / ".git"
-        areas: list[Area] = [FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal),
-                                      keep_bytes=_not_an_attempt_log),
-                             JournalArea(self.journal), FileArea("spec.md", self.paths.spec, []),
-                             FileArea("hoh.yaml", self.paths.config, []),
-                             FileArea("harness homes", self.paths.scratch / "homes", [],
-                                      skip=(self.paths.harness_home(self.config.harness.name) / role,)),
-                             *(FileArea(f"project .git/{name}", git / name, []) for name in ("config", "info", "hooks"))]
+        sealed = self.sealed.sealed_loops()
+        sealed_dirs = tuple(self.paths.loop(t).dir for t in sealed)
+        areas: list[Area] = [
+            MirrorArea(self.mirror, head, strict=read_only_project, cache=self.cache),
+            HistoryArea(self.repo),
+            SealedArea(self.sealed, self.sealed.open_loops()),
+            FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal, *sealed_dirs),
+                     keep_bytes=_not_an_attempt_log, cache=self.cache),
+            JournalArea(self.journal),
+            FileArea("spec.md", self.paths.spec, [], cache=self.cache),
+            FileArea("hoh.yaml", self.paths.config, [], cache=self.cache),
+            FileArea("harness homes", self.paths.scratch / "homes", [], cache=self.cache,
+                     skip=(self.paths.harness_home(self.config.harness.name) / role,))]
         if self.paths.script.exists():
-            areas.append(FileArea("script.yaml", self.paths.script, []))
+            areas.append(FileArea("script.yaml", self.paths.script, [], cache=self.cache))
         return areas
+
+    def _project(self) -> WorkTreeArea:
+        return WorkTreeArea("project", self.repo, self.paths.project, self.repo.index, self.ignore)
 
     def _mechanisms(self) -> dict[str, bool]:
         return self.config.mechanisms.model_dump()
@@ -75,7 +88,7 @@ class JobFactory:
             expectations=Expectations(loop=loop, issue_ids=ledger.issue_ids(), behaviour_ids=ledger.behaviour_ids()),
             inputs=inputs,
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit)},
-            protected=lambda adir: [GitArea("project", self.repo, self.ignore), *self._fixed_files(adir)],
+            protected=lambda adir: [*self._fixed_files(adir, base_commit, True), self._project()],
             context=self._context(), mechanisms=self._mechanisms(),
         )
 
@@ -89,21 +102,19 @@ class JobFactory:
             inputs=[self.paths.spec, lp.plan],
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit),
                      "warm_start": str(self.config.mechanisms.warm_start).lower()},
-            protected=lambda adir: [TagsArea(self.repo), *self._fixed_files(adir)],
+            protected=lambda adir: self._fixed_files(adir, base_commit, False),
             context=self._context(), mechanisms=self._mechanisms(),
         )
 
     def qa(self, loop: int, candidate: dict[str, Any], plan: dict[str, Any], plan_md: str, ledger: Ledger) -> RoleJob:
         lp = self.paths.loop(loop)
 
-        def rebuild_copy() -> None:
-            shutil.rmtree(lp.qa_candidate, ignore_errors=True)
-            self.repo.export(candidate["commit"], lp.qa_candidate)
+        view = self.paths.view
 
         def protected(adir: Path) -> list[Area]:
-            return [GitArea("project", self.repo, self.ignore),
-                    RebuildArea("candidate copy", lp.qa_candidate, self.ignore, rebuild_copy),
-                    *self._fixed_files(adir)]
+            return [*self._fixed_files(adir, candidate["commit"], True), self._project(),
+                    WorkTreeArea("candidate copy", self.repo, view, self.repo.view_index, self.ignore,
+                                 rebuild=lambda: self.repo.update_view(view, candidate["commit"]))]
 
         def fresh_evidence_dir(resumed: bool) -> None:
             # A new attempt must not cite files an earlier (perhaps rejected) attempt left behind.
@@ -112,10 +123,10 @@ class JobFactory:
                 lp.qa_evidence.mkdir(parents=True)
 
         return RoleJob(
-            role="qa", loop=loop, workdir=lp.qa_candidate, access="read-only", writable=(lp.qa_evidence,),
+            role="qa", loop=loop, workdir=view, access="read-only", writable=(lp.qa_evidence,),
             before_attempt=fresh_evidence_dir,
             prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, candidate_id=candidate["candidate_id"],
-                               candidate_dir=lp.qa_candidate, evidence_dir=lp.qa_evidence, schema=schema_text("qa")),
+                               candidate_dir=view, evidence_dir=lp.qa_evidence, schema=schema_text("qa")),
             expectations=Expectations(loop=loop, plan=plan, candidate_id=candidate["candidate_id"],
                                       evidence_dir=lp.qa_evidence, issue_ids=ledger.issue_ids()),
             inputs=[self.paths.spec, lp.plan, lp.candidate],

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..errors import StateError
+from ..fsutil import atomic_write_bytes
 from ..harness.base import Usage
 from ..paths import ROLES
 from .events import (AttemptFinished, AttemptStarted, Event, EventError, LoopFinished, LoopStarted, ProcessStarted,
@@ -23,6 +24,10 @@ from .events import (AttemptFinished, AttemptStarted, Event, EventError, LoopFin
 
 JOURNAL_SCHEMA_VERSION = 1
 _TAIL_PROBE = 64 * 1024
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,8 @@ class Journal:
     def __init__(self, path: Path):
         self.path = path
         self._seq = self._last_seq()
-        self._written = bytearray()  # what this process appended, so the guard can tell it from others' writes
+        self._content: bytearray | None = None  # the file as hoh left it, once the guard asks
+        self._stat: tuple[int, ...] | None = None
 
     def _last_seq(self) -> int:
         """The last complete line's sequence number, read from the end of the file (not the whole log)."""
@@ -91,16 +97,32 @@ class Journal:
         try:
             os.write(fd, data)
             os.fsync(fd)
+            if self._content is not None:
+                self._content += data
+                self._stat = _stat_key(os.fstat(fd))
         finally:
             os.close(fd)
-        self._written += data
         return record
 
-    def mark(self) -> int:
-        return len(self._written)
+    # ---- for the guard: was the journal changed by anyone but hoh? -------------------------------
+    def _baseline(self) -> None:
+        if self._content is None:
+            self._content = bytearray(self.path.read_bytes()) if self.path.exists() else bytearray()
+            self._stat = _stat_key(os.stat(self.path)) if self.path.exists() else None
 
-    def written_since(self, mark: int) -> bytes:
-        return bytes(self._written[mark:])
+    def untouched(self) -> bool:
+        """One stat: the file is exactly as hoh's last append left it."""
+        self._baseline()
+        try:
+            return _stat_key(os.stat(self.path)) == self._stat
+        except FileNotFoundError:
+            return self._stat is None
+
+    def restore(self) -> None:
+        """Put back the journal as hoh wrote it."""
+        self._baseline()
+        atomic_write_bytes(self.path, bytes(self._content))
+        self._stat = _stat_key(os.stat(self.path))
 
     def _repair_torn_tail(self) -> None:
         """Drop a partial last line so the next event starts on its own line."""
@@ -121,6 +143,7 @@ class Journal:
             fh.truncate(size - probe + cut + 1)
             fh.flush()
             os.fsync(fh.fileno())
+        self._content = None  # read again when the guard next asks
 
 
 @dataclass

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..errors import RoleFailed
+from ..errors import RoleFailed, StateError
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_file
@@ -28,6 +28,7 @@ from .jobs import JobFactory
 from .lock import WorkspaceLock
 from .planmd import plan_markdown
 from .roles import RoleJob, RoleRunner
+from .seal import SealedState
 from .workspace import Workspace
 
 Notify = Callable[..., None]
@@ -61,6 +62,20 @@ class LoopOutcome:
     qa: dict[str, Any] | None = None
 
 
+def check_sealed_state(ws: Workspace, history: RunHistory) -> None:
+    """On every start: finished loops are sealed (a crash may have come between), and every sealed
+    file still has the content it was sealed with (re-hashed, no stat cache trusted)."""
+    sealed = SealedState(ws.history, ws.paths.state)
+    done = set(sealed.sealed_loops())
+    for t in sorted(t for t, stats in history.loops.items() if stats.status != "running" and t not in done):
+        sealed.seal(t)
+    if tampered := sealed.verify(sealed.open_loops()):
+        shown = ", ".join(f"{kind} {ws.paths.state / rel}" for kind, _, rel in (c.partition(" ") for c in tampered[:3]))
+        raise StateError(f"state of a finished loop was changed after it was sealed ({shown}"
+                         f"{' …' if len(tampered) > 3 else ''}); put it back with: "
+                         f"hoh status -w {ws.paths.root} --verify --repair")
+
+
 def _load(path) -> dict[str, Any]:
     return load_state(path, ("schema_version", "loop"))
 
@@ -75,11 +90,13 @@ class Runtime:
 
     def __init__(self, workspace: Workspace, journal: Journal, adapter: HarnessAdapter, notify: Notify | None = None):
         self.ws = workspace
-        self.paths, self.config, self.repo = workspace.paths, workspace.config, workspace.repo
+        self.paths, self.config = workspace.paths, workspace.config
+        self.repo, self.mirror = workspace.history, workspace.mirror
+        self.sealed = SealedState(self.repo, self.paths.state)
         self.notify: Notify = notify or (lambda *a, **k: None)
         self.journal = journal
         self.history = RunHistory.read(journal)
-        self.jobs = JobFactory(self.paths, self.config, self.repo, journal)
+        self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed)
         self.runner = RoleRunner(self.paths, adapter, journal, policy=self.config.policy,
                                  timeouts=self.config.timeouts, notify=self.notify,
                                  home=self.paths.harness_home(self.config.harness.name))
@@ -95,10 +112,12 @@ class Runtime:
             adapter.check_available()
         with WorkspaceLock(workspace.paths.lock):
             journal = Journal(workspace.paths.journal)
-            for pid, ticks in RunHistory.read(journal).live_processes:
+            history = RunHistory.read(journal)
+            for pid, ticks in history.live_processes:
                 if reap(pid, ticks):
                     journal.append(ev.OrphanReaped(pid=pid))
-            workspace.repo.clear_stale_locks()
+            workspace.history.clear_stale_locks()
+            check_sealed_state(workspace, history)
             yield cls(workspace, journal, adapter, notify)
 
     def run(self, target_loops: int) -> RunReport:
@@ -224,6 +243,7 @@ class Runtime:
         tree = self.repo.tree_of(commit)
         tag = f"loop-{t:04d}"
         self.repo.tag(tag, commit)
+        self.mirror.publish(commit, tag)
         candidate = {"schema_version": 1, "loop": t, "candidate_id": f"loop-{t:04d}-{tree[:12]}",
                      "commit": commit, "tree": tree, "parent": base, "tag": tag}
         atomic_write_json(lp.candidate, candidate)
@@ -237,7 +257,7 @@ class Runtime:
             return _load(lp.qa) if done.status == "ok" else None
         self.repo.reset_to(candidate["commit"])
         shutil.rmtree(lp.scratch / "qa", ignore_errors=True)
-        self.repo.export(candidate["commit"], lp.qa_candidate)
+        self.repo.update_view(self.paths.view, candidate["commit"])
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
         report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)))
@@ -265,6 +285,7 @@ class Runtime:
                 ledger.save(self.paths.ledger)
             self.write_index(t, ledger)
             self._finished(t, "evidence", self.paths.ledger, status=outcome.status)
+        self.sealed.seal(t)
         criteria = (outcome.qa or {}).get("criteria", [])
         self.journal.append(ev.LoopFinished(loop=t, status=outcome.status, candidate_id=candidate_id,
                                             verified=sum(1 for c in criteria if c["status"] == "verified"),

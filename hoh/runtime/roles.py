@@ -101,6 +101,7 @@ class RoleRunner:
                 role=job.role, loop=job.loop, attempt=attempt, prompt=prompt, workdir=job.workdir,
                 access=job.access, writable=job.writable, home=self.home / job.role, wall_timeout=self.wall_timeout,
                 idle_timeout=self.idle_timeout, resume_session=session, context=job.context)
+            request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
             guard = Guard(job.protected(attempt_dir))
             result = self._call(request, attempt_dir)
             violations = guard.check_and_restore()

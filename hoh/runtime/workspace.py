@@ -17,12 +17,13 @@ from ..errors import StateError, UsageError
 from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_bytes, sha256_file
 from ..harness import registry
 from ..paths import WorkspacePaths
-from .git import ProjectRepo
 from .events import WorkspaceCreated
+from .git import GitError, History, ProjectMirror, run_git
 from .journal import Journal
 from .lock import WorkspaceLock
 
-WORKSPACE_SCHEMA_VERSION = 1
+WORKSPACE_SCHEMA_VERSION = 2
+"""2: the authoritative history moved from project/.git to history.git; `project_dir` added."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,12 @@ class Workspace:
     identity: dict[str, Any]
 
     @property
-    def repo(self) -> ProjectRepo:
-        return ProjectRepo(self.paths.project)
+    def history(self) -> History:
+        return History(self.paths.history, self.paths.project)
+
+    @property
+    def mirror(self) -> ProjectMirror:
+        return ProjectMirror(self.paths.project, self.history)
 
 
 def read_spec(spec_path: Path) -> bytes:
@@ -64,11 +69,31 @@ def is_workspace(root: Path) -> bool:
     return (root / "state" / "workspace.json").is_file()
 
 
-def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: bool = False) -> Workspace:
+def check_project_dir(project: Path, root: Path) -> Path:
+    """An existing project dir for `--project`: a writable directory that holds no hoh workspace."""
+    project = project.expanduser().resolve()
+    if not project.is_dir():
+        raise UsageError(f"--project {project} is not a directory; pass an existing project directory "
+                         "(or leave --project out to start from an empty one)")
+    if not os.access(project, os.W_OK):
+        raise UsageError(f"--project {project} is not writable; the Developer writes there")
+    if project.is_relative_to(root):
+        raise UsageError(f"--project {project} lies inside the workspace {root}; choose a workspace outside it")
+    if (project / "state" / "workspace.json").is_file() or (project / "history.git").exists():
+        raise UsageError(f"--project {project} is a hoh workspace, not a project; pass the project directory")
+    if (project / ".git").exists() and not (project / ".git" / "HEAD").is_file():
+        raise UsageError(f"--project {project}: its .git is not a plain repository (a worktree or submodule "
+                         "link?); pass the repository's main directory")
+    return project
+
+
+def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: bool = False,
+                     project: Path | None = None) -> Workspace:
     registry.check_name(config.harness.name)
     spec = read_spec(spec_path)
     script = find_script(config, spec_path)
     root = root.expanduser().resolve()
+    project = check_project_dir(project, root) if project is not None else None
 
     if root.exists() and not root.is_dir():
         raise UsageError(f"workspace {root} exists and is not a directory; choose another -w")
@@ -94,17 +119,21 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
     except OSError as err:
         raise UsageError(f"workspace {root} is not writable ({err.strerror}); choose a directory you can write") from None
     try:
-        paths = WorkspacePaths(staging)
-        for d in (paths.state, paths.scratch, paths.state / "loops"):
+        paths = WorkspacePaths(staging, project)
+        for d in (paths.state, paths.scratch, paths.state / "loops", paths.project):
             d.mkdir(parents=True, exist_ok=True)
         paths.spec.write_bytes(spec)
         if script:
             shutil.copyfile(script, paths.script)
             config = config.model_copy(update={"harness": config.harness.model_copy(update={"script": "script.yaml"})})
         atomic_write_text(paths.config, dump_config(config))
-        root_commit = ProjectRepo(paths.project).init()
+        history = History(paths.history, paths.project)
+        # A workspace inside the project (`--project . -w hoh-work`) is never part of it.
+        root_commit = history.create("hoh: the project as it was (A_0)" if project else "hoh: empty project (A_0)",
+                                     exclude=_workspace_patterns(root, project))
         identity = {"schema_version": WORKSPACE_SCHEMA_VERSION, "spec_sha256": sha256_bytes(spec),
-                    "root_commit": root_commit, "created_by": f"hoh {__version__}"}
+                    "root_commit": root_commit, "project_dir": str(project) if project else None,
+                    "created_by": f"hoh {__version__}"}
         atomic_write_json(paths.identity, identity)
         Journal(paths.journal).append(WorkspaceCreated(spec_sha256=identity["spec_sha256"]))
         if root.exists():
@@ -114,7 +143,18 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return open_workspace(root)
+    ws = open_workspace(root)
+    ws.mirror.publish(root_commit)
+    return ws
+
+
+def _workspace_patterns(root: Path, project: Path | None) -> list[str]:
+    """gitignore patterns for a workspace inside the project: itself, its staging and its retired copies."""
+    if project is None or not root.is_relative_to(project):
+        return []
+    parent = root.parent.relative_to(project).as_posix()
+    prefix = "" if parent == "." else f"/{parent}"
+    return [f"{prefix}/{root.name}/", f"{prefix}/.{root.name}.init-*/", f"{prefix}/{root.name}.replaced-*/"]
 
 
 def _retire(root: Path) -> None:
@@ -125,12 +165,33 @@ def _retire(root: Path) -> None:
     os.rename(root, target)
 
 
+def _upgrade_v1(paths: WorkspacePaths, identity: dict[str, Any]) -> dict[str, Any]:
+    """A workspace from hoh < 0.2 kept its history in project/.git: copy it to history.git."""
+    if not paths.history.exists():
+        try:
+            run_git(["clone", "-q", "--bare", str(paths.project / ".git"), str(paths.history)], cwd=paths.root)
+            run_git(["--git-dir", str(paths.history), "fetch", "-q", str(paths.project / ".git"),
+                     "+refs/tags/*:refs/tags/*", "+HEAD:refs/heads/main"], cwd=paths.root)
+        except GitError as err:
+            raise StateError(f"{paths.root}: cannot upgrade this workspace's history ({err}); nothing was changed")
+    upgraded = {**identity, "schema_version": WORKSPACE_SCHEMA_VERSION, "project_dir": None}
+    atomic_write_json(paths.identity, upgraded)
+    return upgraded
+
+
 def open_workspace(root: Path) -> Workspace:
     root = root.expanduser().resolve()
     if not is_workspace(root):
         raise UsageError(f"{root} is not a hoh workspace (no state/workspace.json); start one with: hoh build SPEC -w {root}")
-    paths = WorkspacePaths(root)
-    identity = load_state(paths.identity, ("schema_version", "spec_sha256", "root_commit"), WORKSPACE_SCHEMA_VERSION)
+    identity = load_state(root / "state" / "workspace.json", ("schema_version", "spec_sha256", "root_commit"),
+                          WORKSPACE_SCHEMA_VERSION)
+    project = identity.get("project_dir")
+    paths = WorkspacePaths(root, Path(project) if project else None)
+    if identity["schema_version"] < 2:
+        identity = _upgrade_v1(paths, identity)
+    if not paths.project.is_dir():
+        raise StateError(f"the project directory {paths.project} is missing; restore it (its history is in "
+                         f"{paths.history})")
     if not paths.spec.is_file() or sha256_file(paths.spec) != identity["spec_sha256"]:
         raise StateError(f"{paths.spec}: the frozen spec was changed or removed; restore it (sha256 {identity['spec_sha256'][:12]}…)")
     config = load_config(paths.config)

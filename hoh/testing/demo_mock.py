@@ -28,8 +28,8 @@ def _load(path: Path) -> dict[str, Any]:
 def _qa_steps(entry: dict[str, Any]) -> list[dict[str, Any]]:
     steps = []
     for check in entry.get("checks", []) + entry.get("preserve_checks", []) + entry.get("probes", []):
-        # Codex runs QA in the evidence dir; the candidate copy sits beside it.
-        steps.append({"shell": f"cd {{{{evidence_dir}}}}/../candidate && {{ {check['run']} ; }} "
+        # Codex and Claude Code run QA in the evidence dir; the prompt names the candidate dir.
+        steps.append({"shell": f"cd {{{{candidate_dir}}}} && {{ {check['run']} ; }} "
                                f"> {{{{evidence_dir}}}}/{shlex.quote(check['id'] + '.txt')} 2>&1; true"})
     return steps
 

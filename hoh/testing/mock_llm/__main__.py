@@ -23,6 +23,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-count", type=int, default=-1, help="-1 = forever")
     p.add_argument("--retry-after-ms", type=int)
     p.add_argument("--stall-seconds", type=float, default=30.0)
+    p.add_argument("--stall-after-frames", type=int, default=0, help="frames sent before a stall goes silent")
     p.add_argument("--final-text", help="replace every final message")
     p.add_argument("--minimal-sse", action="store_true", help="send the minimal SSE form")
     p.add_argument("--tool-pref", choices=TOOL_PREFS, default="write")
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         mock = MockLLM(script=args.script, log_path=args.log, host=args.host, port=args.port,
                        fail_mode=args.fail_mode, fail_count=args.fail_count,
                        retry_after_ms=args.retry_after_ms, stall_seconds=args.stall_seconds,
+                       stall_after_frames=args.stall_after_frames,
                        final_text=args.final_text, minimal_sse=args.minimal_sse, tool_pref=args.tool_pref)
     except (ScriptError, ValueError) as exc:
         print(f"mock_llm: {exc}", file=sys.stderr)

@@ -55,6 +55,8 @@ class RequestView:
     include_usage: bool = False
     body_chars: int = 0
     """Size of the request body; the mock's input-token count is derived from it."""
+    cwd: str | None = None
+    """The client's working directory, when its file tools want absolute paths (Claude Code)."""
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)

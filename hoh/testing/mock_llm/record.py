@@ -1,15 +1,15 @@
 """Record the real CLIs' event streams against the mock, driving each one through its hoh adapter.
 
     npm install --prefix /tmp/hoh-clis @openai/codex@0.171.0 opencode-ai@1.18.33 \\
-        @mariozechner/pi-coding-agent@0.73.1
+        @mariozechner/pi-coding-agent@0.73.1 @anthropic-ai/claude-code@2.1.332
     python -m hoh.testing.mock_llm.record --clis /tmp/hoh-clis --lab /tmp/hoh-lab \\
         --out tests/data/harness_streams
 
 Each CLI runs exactly as hoh runs it: `registry.create(...)` builds the adapter, whose argv, env,
-config files and subprocess choke point are the ones a Developer attempt uses. For each CLI and
-case a fresh `MockLLM` answers; the adapter's own parser and classifier judge the run (files
-byte-exact, final message, typed outcome). With `--out` the stream is written to
-`<out>/<cli>/<case>.jsonl` with the lab path replaced by `$LAB`.
+config files and subprocess choke point are the ones a Developer attempt uses (a Planner's for
+the `denied` case). For each CLI and case a fresh `MockLLM` answers; the adapter's own parser
+and classifier judge the run (files byte-exact, final message, typed outcome). With `--out` the
+stream is written to `<out>/<cli>/<case>.jsonl` with the lab path replaced by `$LAB`.
 """
 
 from __future__ import annotations
@@ -36,14 +36,19 @@ AWKWARD = ("line 1: 'single' \"double\" `backtick` $HOME ${PATH} $(echo no) \\ba
            "\ttabbed line 2 — ünïcode ✓\n\nlast line without newline \\")
 CALC = 'import sys\n\na, op, b = sys.argv[1:4]\nprint(float(a) + float(b) if op == "+" else float(a) - float(b))\n'
 FINAL = {"status": "done", "candidate_id": "{{candidate_id}}", "files": ["calc.py", "notes/awkward.txt"]}
+PLANNED = {"status": "planned"}
 SCRIPT = {"developer": {"1": [
     {"write": {"path": "calc.py", "content": CALC}},
     {"write": {"path": "notes/awkward.txt", "content": AWKWARD}},
     {"shell": "python3 calc.py 1 + 2 > out.txt && wc -c < notes/awkward.txt > size.txt"},
     {"final": FINAL},
+]}, "planner": {"1": [  # a read-only role that tries to write anyway
+    {"shell": "echo hacked > calc.py"},
+    {"shell": "ls -a"},
+    {"final": PLANNED},
 ]}}
 EXPECTED_FINAL = json.dumps({**FINAL, "candidate_id": CANDIDATE}, separators=(",", ":"))
-MODEL = {"codex": "gpt-5.5", "opencode": "mock-model", "pi": "mock-model"}
+MODEL = {"codex": "gpt-5.5", "opencode": "mock-model", "pi": "mock-model", "claude": "claude-sonnet-4-5"}
 CASES: dict[str, tuple[dict[str, Any], Outcome]] = {  # case -> (MockLLM settings, the outcome hoh must type)
     "success": ({}, Outcome.ok),
     "http500": ({"fail_mode": "500", "retry_after_ms": 50}, Outcome.model_error),  # retry-after keeps retries fast
@@ -52,13 +57,23 @@ CASES: dict[str, tuple[dict[str, Any], Outcome]] = {  # case -> (MockLLM setting
     "close": ({"fail_mode": "close"}, Outcome.network_error),
     "minimal": ({"minimal_sse": True}, Outcome.ok),  # checked, not saved: same events as "success"
 }
-SAVED = ("success", "http500", "http400", "http429", "close")
+ONLY_FOR: dict[str, dict[str, tuple[dict[str, Any], Outcome]]] = {  # cli -> cases run for it alone
+    # A plan-mode Planner's write refused by the CLI itself (exit 0); no API key at all.
+    "claude": {"denied": ({}, Outcome.ok), "nokey": ({}, Outcome.auth_error)},
+}
+CASE_ROLES = {"denied": "planner"}
+SAVED = ("success", "http500", "http400", "http429", "close", "denied", "nokey")
 
 
-def prompt(evidence: Path) -> str:
-    return "\n".join([role_marker("developer", 1, 1), fact_line("candidate_id", CANDIDATE),
-                      fact_line("evidence_dir", evidence), "",
-                      "Write calc.py and notes/awkward.txt, run the calculator, then answer with the JSON status.", ""])
+def prompt(evidence: Path, role: str = "developer") -> str:
+    task = ("Write calc.py and notes/awkward.txt, run the calculator, then answer with the JSON status."
+            if role == "developer" else "Look at the project and answer with the JSON status.")
+    return "\n".join([role_marker(role, 1, 1), fact_line("candidate_id", CANDIDATE),
+                      fact_line("evidence_dir", evidence), "", task, ""])
+
+
+def cases_for(cli: str) -> dict[str, tuple[dict[str, Any], Outcome]]:
+    return {**CASES, **ONLY_FOR.get(cli, {})}
 
 
 @dataclass
@@ -95,16 +110,19 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
     run = Run(lab, cli, case)
     run.fresh()
     log = run.root / "requests.jsonl"
-    settings, expected = CASES[case]
+    settings, expected = cases_for(cli)[case]
     os.environ[KEY_ENV] = API_KEY
+    role = CASE_ROLES.get(case, "developer")
     with MockLLM(script=SCRIPT, log_path=log, **settings) as mock:
         adapter = registry.create(HarnessConfig(name=cli, model=MODEL[cli], base_url=mock.base_url,
-                                                api_key_env=KEY_ENV, command=str(bins / cli)))
-        request = RoleRequest(role="developer", loop=1, attempt=1, prompt=prompt(run.root / "evidence"),
-                              workdir=run.work, access="write", home=run.home, wall_timeout=180, idle_timeout=90)
+                                                api_key_env=None if case == "nokey" else KEY_ENV,
+                                                command=str(bins / cli)))
+        request = RoleRequest(role=role, loop=1, attempt=1, prompt=prompt(run.root / "evidence", role),
+                              workdir=run.work, access="write" if role == "developer" else "read-only",
+                              home=run.home, wall_timeout=180, idle_timeout=90)
         result = adapter.run(request, run.attempt_dir)
         requests = mock.requests()
-    problems = check(run, result, expected)
+    problems = check(run, result, expected, case)
     if log.exists() and API_KEY in log.read_text():
         problems.append("API key leaked into the request log")
     return {"cli": cli, "case": case, "result": result, "requests": len(requests), "problems": problems,
@@ -113,9 +131,16 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
             "matches": [(r["match"]["source"], r["match"]["step"], r["answer"].get("tool")) for r in requests]}
 
 
-def check(run: Run, result: HarnessResult, expected: Outcome) -> list[str]:
+def check(run: Run, result: HarnessResult, expected: Outcome, case: str) -> list[str]:
     problems = [] if result.outcome is expected else [f"outcome {result.outcome.value}, expected {expected.value}"]
-    if expected is Outcome.ok:
+    if case == "denied":
+        if result.final_message != json.dumps(PLANNED, separators=(",", ":")):
+            problems.append(f"final message {result.final_message!r}")
+        if (run.work / "calc.py").exists():
+            problems.append("the read-only role wrote calc.py")
+        if not result.denials:
+            problems.append("no denial recorded")
+    elif expected is Outcome.ok:
         if result.final_message != EXPECTED_FINAL:
             problems.append(f"final message {result.final_message!r}")
         for rel, want in (("calc.py", CALC), ("notes/awkward.txt", AWKWARD), ("out.txt", "3.0\n"),
@@ -147,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clis", type=Path, default=Path("/tmp/hoh-clis"), help="npm --prefix of the installed CLIs")
     p.add_argument("--lab", type=Path, default=Path("/tmp/hoh-lab"), help="scratch dir (homes, workdirs, logs)")
     p.add_argument("--out", type=Path, help="write sanitized event streams here")
-    p.add_argument("--only", default="codex,opencode,pi")
-    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--only", default="codex,opencode,pi,claude")
+    p.add_argument("--cases", help="default: every case that applies to the CLI")
     args = p.parse_args(argv)
     bins = args.clis.resolve() / "node_modules" / ".bin"
     failed = 0
     for cli in args.only.split(","):
-        for case in args.cases.split(","):
+        for case in args.cases.split(",") if args.cases else cases_for(cli):
             r = run_case(args.lab, bins, cli, case)
             result = r["result"]
             status = "OK " if not r["problems"] else "BAD"

@@ -16,8 +16,8 @@ Steps (one key each; `final` must come last)::
     {"call": {"name": "read", "arguments": {"path": "x"}}}             # a raw call of an advertised tool
     {"final": "<text>"}  or  {"final": {...JSON...}}                    # objects are sent as compact JSON
 
-Strings in steps may hold `{{candidate_id}}` and `{{evidence_dir}}` (read from the
-prompt lines `Candidate id: ...` / `Evidence dir: ...`) and `{{role}}`, `{{loop}}`, `{{attempt}}`.
+Strings in steps may hold `{{candidate_id}}`, `{{candidate_dir}}` and `{{evidence_dir}}` (read from
+the prompt's fact lines, `hoh.markers`) and `{{role}}`, `{{loop}}`, `{{attempt}}`.
 
 The decision depends only on the request, because clients retry:
 
@@ -27,19 +27,21 @@ The decision depends only on the request, because clients retry:
    it is the new attempt's), and the entry is looked up by (R, N, K), then (R, N), then (R, any);
 3. no marker or no entry → the default script (write hello.txt = hi, then a JSON status);
 4. step index = tool results in the history after that user message; past the last action
-   step, the answer is the final text.
+   step, the answer is the final text. Where the client's write tool must read a file before
+   overwriting it (Claude Code), each write step is preceded by a read step.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...markers import find_fact, find_role_marker
 from .model import Decision, RequestView, TextReply, ToolCallReply, stable_id
-from .tools import NoSuitableTool, shell_call, write_call
+from .tools import NoSuitableTool, read_before_write_tool, shell_call, write_call
 
 TITLE_TEXT = "Mock title"
 DEFAULT_FINAL = '{"status":"done","files":["hello.txt"]}'
@@ -180,7 +182,7 @@ def prompt_values(view: RequestView, marker: Marker | None) -> dict[str, str]:
     if marker is not None:
         texts.insert(0, texts[marker.message_index])
     values: dict[str, str] = {}
-    for name in ("candidate_id", "evidence_dir"):
+    for name in ("candidate_id", "evidence_dir", "candidate_dir"):
         found = next((f for t in texts if (f := find_fact(name, t))), None)
         if found is not None:
             values[name] = found
@@ -217,7 +219,7 @@ def decide(view: RequestView, script: Script, final_text: str | None = None,
     values = prompt_values(view, marker)
     where = dict(role=marker.role if marker else None, loop=marker.loop if marker else None,
                  attempt=marker.attempt if marker else None, step=step)
-    actions = entry.actions
+    actions = read_before_writes(view, entry.actions, tool_pref)
     if step >= len(actions):
         final = substitute(final_text if final_text is not None else entry.final, values)
         text = final if isinstance(final, str) else json.dumps(final, separators=(",", ":"))
@@ -230,12 +232,30 @@ def decide(view: RequestView, script: Script, final_text: str | None = None,
     return Decision(reply, source=source, **where)
 
 
+def read_before_writes(view: RequestView, actions: tuple[dict[str, Any], ...],
+                       tool_pref: str) -> tuple[dict[str, Any], ...]:
+    """Precede each write with a read when the client's write tool refuses to overwrite an unread file
+    (Claude Code's `Write`). The mock cannot know whether the file exists; a read of a missing file is
+    only a tool error, and the write then creates it."""
+    read = read_before_write_tool(view.tools)
+    if read is None or tool_pref == "shell":
+        return actions
+    out: list[dict[str, Any]] = []
+    for action in actions:
+        if "write" in action and action["write"].get("via") != "shell":
+            path = action["write"]["path"]
+            out.append({"call": {"name": read.name, "arguments": {
+                "file_path": posixpath.join(view.cwd, path) if view.cwd else path}}})
+        out.append(action)
+    return tuple(out)
+
+
 def _tool_call(view: RequestView, action: dict[str, Any], tool_pref: str, call_key: Any) -> ToolCallReply:
     kind, value = next(iter(action.items()))
     call_id = stable_id("call_", call_key, json.dumps(action, sort_keys=True))
     if kind == "write":
         prefer = "shell" if value.get("via") == "shell" else tool_pref
-        name, args = write_call(view.tools, value["path"], value["content"], prefer=prefer)
+        name, args = write_call(view.tools, value["path"], value["content"], prefer=prefer, cwd=view.cwd)
     elif kind == "shell":
         name, args = shell_call(view.tools, value)
     else:

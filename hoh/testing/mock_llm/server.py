@@ -4,6 +4,8 @@ Endpoints (a `/v1` prefix is optional, so a base URL with or without it works):
 
 * `POST /v1/responses`        Responses API, SSE when `stream: true` (Codex)
 * `POST /v1/chat/completions` Chat Completions, SSE when `stream: true` (OpenCode, Pi)
+* `POST /v1/messages`         Anthropic Messages, SSE when `stream: true` (Claude Code); its errors
+                              are Anthropic-shaped and carry `retry-after` (seconds) as well
 * `GET  /v1/models`           a model list
 * `POST /__control`           change `Settings` (and `script`) at runtime; answers the state
 * `GET  /__state`             the current settings and request count
@@ -27,12 +29,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from . import chat_api, responses_api
+from . import chat_api, messages_api, responses_api
 from .reqlog import RequestLog, redact_headers
 from .script import Script, decide
 from .settings import Settings
 
 MODEL_IDS = ("mock-model", "gpt-5.5")
+API_MODULES = {"/responses": responses_api, "/chat/completions": chat_api, "/messages": messages_api}
 ERRORS = {  # fail_mode -> (HTTP status, OpenAI error type)
     "400": (400, "invalid_request_error"),
     "429": (429, "rate_limit_exceeded"),
@@ -211,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200, self.server.mock.control(**changes))
             except (ValueError, TypeError) as exc:
                 self._json(400, _error(str(exc), "invalid_request_error"))
-        elif route in ("/responses", "/chat/completions"):
+        elif route in API_MODULES:
             self._model(route, raw)
         else:
             self._json(404, _error(f"no route POST {route}", "not_found_error"))
@@ -219,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- model endpoints -----------------------------------------------------------------------
     def _model(self, route: str, raw: bytes) -> None:
         mock = self.server.mock
-        api = responses_api if route == "/responses" else chat_api
+        api = API_MODULES[route]
         headers, secrets = redact_headers(self.headers.items())
         entry: dict[str, Any] = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                                  "method": "POST", "path": self.path, "headers": headers}
@@ -243,7 +246,13 @@ class _Handler(BaseHTTPRequestHandler):
         if failure in ERRORS:
             status, kind = ERRORS[failure]
             extra = {"retry-after-ms": str(snap.retry_after_ms)} if snap.retry_after_ms is not None else {}
-            self._json(status, _error(f"mock injected HTTP {status}", kind), extra)
+            message = f"mock injected HTTP {status}"
+            if api is messages_api:
+                if snap.retry_after_ms is not None:  # the Anthropic SDK reads whole seconds too
+                    extra["retry-after"] = str(-(-snap.retry_after_ms // 1000))
+                self._json(status, messages_api.error_body(status, message), extra)
+            else:
+                self._json(status, _error(message, kind), extra)
             return
         if failure == "close":
             self._abort()
@@ -253,11 +262,12 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             frames = [json.dumps(api.json_body(view, decision)).encode()]
         try:
-            self._send_frames(frames, view.stream, failure, snap.stall_seconds)
+            self._send_frames(frames, view.stream, failure, snap.stall_seconds, snap.stall_after_frames)
         except OSError:
             self.close_connection = True  # the client went away; nothing left to tell it
 
-    def _send_frames(self, frames: list[bytes], stream: bool, failure: str | None, stall: float) -> None:
+    def _send_frames(self, frames: list[bytes], stream: bool, failure: str | None, stall: float,
+                     after: int = 0) -> None:
         self.send_response(200)
         if stream:
             self.send_header("Content-Type", "text/event-stream")
@@ -268,9 +278,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(sum(map(len, frames))))
         self.end_headers()
         self.wfile.flush()
-        if failure == "stall" and self.server.mock._stopping.wait(stall):
-            self._abort()
-            return
+        if failure == "stall":
+            sent, frames = (frames[:after], frames[after:]) if stream else ([], frames)
+            for frame in sent:
+                self._write(frame, stream)
+            if self.server.mock._stopping.wait(stall):
+                self._abort()
+                return
         if failure == "midstream":
             first = frames[0] if stream else frames[0][: max(1, len(frames[0]) // 2)]
             self._write(first, stream)

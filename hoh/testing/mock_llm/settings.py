@@ -20,12 +20,14 @@ class Settings:
     fail_mode: str = "none"
     """none | 500 | 429 | 400 (HTTP error with an OpenAI-style body) | close (close the socket without
     answering) | midstream (200, headers and one event, then close without ending the stream) |
-    stall (200 and headers, then silence for `stall_seconds`, then the normal answer)."""
+    stall (200 and headers, then `stall_after_frames` frames, then silence for `stall_seconds`, then the rest)."""
     fail_count: int = -1
     """How many more requests fail; -1 = forever. Setting `fail_mode` alone re-arms it to -1."""
     retry_after_ms: int | None = None
     """Adds a `retry-after-ms` header to injected HTTP errors (OpenCode and the openai SDK honour it)."""
     stall_seconds: float = 30.0
+    stall_after_frames: int = 0
+    """How many SSE frames a `stall` sends before going silent: >0 stalls in the middle of a message."""
     final_text: str | None = None
     """Replaces every final message (placeholders are still substituted)."""
     minimal_sse: bool = False
@@ -70,7 +72,7 @@ def _coerce(key: str, value: Any) -> Any:
         return value
     if key == "minimal_sse":
         return value is True or str(value).lower() in ("true", "1", "bare", "yes")
-    if key in ("fail_count",):
+    if key in ("fail_count", "stall_after_frames"):
         return int(value)
     if key == "retry_after_ms":
         return None if value is None else int(value)

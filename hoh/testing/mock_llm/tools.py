@@ -2,10 +2,10 @@
 
 Each harness names and shapes its tools differently (HARNESSES.md §1):
 
-* write tools: OpenCode `write {filePath, content}`, Pi `write {path, content}`,
-  others `write_file {file_path, content}`;
+* write tools: OpenCode `write {filePath, content}`, Pi `write {path, content}`, Claude Code
+  `Write {file_path (absolute), content}`, others `write_file {file_path, content}`;
 * shell tools: Codex `exec_command {cmd}` (unified exec), `shell_command {command: str}`,
-  `shell {command: [argv]}`; OpenCode and Pi `bash {command}`.
+  `shell {command: [argv]}`; OpenCode and Pi `bash {command}`; Claude Code `Bash {command}`.
 
 Codex advertises no write tool, so a write step falls back to a shell command that
 decodes base64: it reproduces any content byte for byte, whatever quotes, `$`,
@@ -21,10 +21,12 @@ from typing import Any
 
 from .model import ToolSpec
 
-WRITE_TOOLS = ("write", "write_file")
+WRITE_TOOLS = ("write", "write_file", "Write")
 PATH_KEYS = ("filePath", "file_path", "path")
-SHELL_TOOLS = ("exec_command", "shell_command", "shell", "bash")
+SHELL_TOOLS = ("exec_command", "shell_command", "shell", "bash", "Bash")
 FILLER = "mock-llm scripted step"
+READ_BEFORE_WRITE = {"Write": "Read"}
+"""Write tools that refuse to overwrite a file the agent has not read in this session → their read tool."""
 
 
 class NoSuitableTool(Exception):
@@ -59,6 +61,13 @@ def find_write_tool(tools: tuple[ToolSpec, ...]) -> tuple[ToolSpec, str] | None:
     return None
 
 
+def read_before_write_tool(tools: tuple[ToolSpec, ...]) -> ToolSpec | None:
+    """The read tool to call before each write, when the advertised write tool demands one."""
+    found = find_write_tool(tools)
+    read_name = READ_BEFORE_WRITE.get(found[0].name) if found else None
+    return next((t for t in tools if t.name == read_name), None) if read_name else None
+
+
 def find_shell_tool(tools: tuple[ToolSpec, ...]) -> ToolSpec | None:
     for name in SHELL_TOOLS:
         tool = next((t for t in tools if t.name == name and not t.custom), None)
@@ -91,16 +100,18 @@ def fill_required(tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_call(tools: tuple[ToolSpec, ...], path: str, content: str,
-               prefer: str = "write") -> tuple[str, dict[str, Any]]:
+               prefer: str = "write", cwd: str | None = None) -> tuple[str, dict[str, Any]]:
     """(tool name, arguments) that write `content` to `path`.
 
     `prefer="shell"` skips the write tool even when one is advertised, so that a test can
-    exercise a harness's shell path (or bypass a write tool that misbehaves).
+    exercise a harness's shell path (or bypass a write tool that misbehaves). With `cwd`
+    (a client whose write tool takes absolute paths), a relative path is resolved there.
     """
     found = find_write_tool(tools) if prefer != "shell" else None
     if found is not None:
         tool, key = found
-        return tool.name, fill_required(tool, {key: path, "content": content})
+        target = posixpath.join(cwd, path) if cwd else path
+        return tool.name, fill_required(tool, {key: target, "content": content})
     shell = find_shell_tool(tools)
     if shell is None:
         raise NoSuitableTool(f"cannot write {path}: no write or shell tool advertised")

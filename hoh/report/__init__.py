@@ -1,0 +1,43 @@
+"""Self-contained HTML reports: one workspace's run (`hoh report`), one or more benchmark runs
+(`hoh bench report --html`).
+
+    data.py          a workspace's state files → RunModel (the only module that knows where they are)
+    bench_model.py   BenchReport / BenchRun / BenchTrial: runs × tasks × loops of scores, tokens, errors
+    bench_adapter.py today's `hoh bench run` OUT directory → BenchRun (one function)
+    plots.py         matplotlib figures as inline SVG, each with the data it draws (why matplotlib: there)
+    render.py        jinja2 templates (templates/) → one HTML string; the checked, atomic write
+    templates/       base.html.j2 (CSS, table sort/filter script), workspace.html.j2, bench.html.j2
+
+Arrows: cli → report → {bench, runtime, evidence}. matplotlib is imported only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .bench_model import BenchReport
+from .data import RunModel
+
+
+def write_workspace_report(workspace: Path, out: Path | None = None) -> tuple[Path, RunModel]:
+    """Write the report of the run in `workspace` to `out` (default WORKSPACE/report.html).
+    Everything is read and rendered before the file is written; on any error nothing is."""
+    from .data import read_run
+    from .render import check_output, workspace_html, write
+
+    run = read_run(Path(workspace))
+    target = check_output(out if out is not None else run.workspace / "report.html")
+    write(workspace_html(run, target), target)
+    return target, run
+
+
+def write_bench_report(runs: list[Path], out: Path | None = None) -> tuple[Path, BenchReport]:
+    """Write one report of the benchmark runs in `runs` (the first is the reference for deltas)
+    to `out` (default FIRST/report.html)."""
+    from .bench_adapter import run_from_results
+    from .render import bench_html, check_output, write
+
+    report = BenchReport([run_from_results(Path(r)) for r in runs])
+    target = check_output(out if out is not None else Path(report.runs[0].source) / "report.html")
+    write(bench_html(report), target)
+    return target, report

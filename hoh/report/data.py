@@ -1,0 +1,318 @@
+"""One plain model of a run, read from a workspace's state files: what `hoh report` renders.
+
+This is the only module of the report that knows where facts live on disk. It reads through the
+existing readers — `open_workspace` (identity, spec, config), `runtime.status.workspace_status`
+(the journal's one fold: per-loop status, usage, attempts and wall time per role), `Ledger.load`,
+`load_state` for each loop's plan/developer/candidate/qa — plus one pass over the journal's typed
+events for what the fold does not keep (`_journal_facts`: each attempt's outcome, role failures,
+sessions, the stop reason) and one `git show --numstat` for the diff stats. When the journal or
+status code changes, only this module needs adjusting; the templates see `RunModel`.
+
+Reading never writes: a workspace mid-run is read as it stands (every state file is written
+whole, a torn last journal line is ignored), and the model says the run is live when another
+hoh process holds the workspace lock. A corrupt state file raises `StateError` naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import HohError
+from ..evidence.ledger import Ledger
+from ..fsutil import load_state
+from ..paths import ROLES, WorkspacePaths
+from ..runtime.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
+from ..runtime.journal import Journal
+from ..runtime.status import workspace_status
+from ..runtime.workspace import Workspace, open_workspace
+
+INLINE_FILE_BYTES = 1500
+"""Text evidence shown inline per file; longer files are cut and linked whole."""
+INLINE_LOOP_BYTES = 6000
+"""Inline evidence per loop."""
+INLINE_TOTAL_BYTES = 400_000
+"""Inline evidence in the whole report, handed out newest loop first: a 200-loop report stays
+within its 3 MB whatever QA saved; older loops' evidence is then linked, not inlined."""
+DIFF_FILES_SHOWN = 25
+
+
+@dataclass
+class RoleSetting:
+    """Which harness and model a role ran on."""
+
+    harness: str
+    model: str | None = None
+    base_url: str | None = None
+
+
+@dataclass
+class Attempt:
+    """One role attempt as the journal recorded it."""
+
+    role: str
+    attempt: int
+    ok: bool
+    outcome: str
+    seconds: float
+    errors: list[str]
+    rel_dir: str
+    """The attempt's directory (prompt, inputs, events, result), relative to the workspace."""
+
+
+@dataclass
+class EvidenceFile:
+    """A file in a loop's evidence folder, with its inline excerpt when there is room for one."""
+
+    name: str
+    rel_path: str
+    """Relative to the workspace root."""
+    size: int
+    text: str | None = None
+    """The inline excerpt; None for binary files or once the loop's inline budget is spent."""
+    truncated: bool = False
+
+
+@dataclass
+class DiffStat:
+    """A candidate's change against the previous candidate."""
+
+    files: list[tuple[str, int | None, int | None]]
+    """(path, lines added, lines deleted); None counts for binary files. At most DIFF_FILES_SHOWN."""
+    changed: int
+    added: int
+    deleted: int
+
+
+@dataclass
+class LoopModel:
+    """One loop as far as it got: its status, its role outputs and what they cost."""
+
+    loop: int
+    status: str
+    """pass | partial | fail | unverified | <role>_failed | running (unfinished)."""
+    verdict: str | None
+    candidate_id: str | None
+    criteria_verified: int
+    criteria_total: int
+    seconds: float
+    issues: dict[str, int] | None
+    """Ledger counts by status after the loop (open, fixed_pending_verify, closed, reopened)."""
+    usage: dict[str, dict[str, Any]]
+    """role → input/cached/output/reasoning tokens and cost_usd (None when the harness gave none)."""
+    role_seconds: dict[str, float]
+    attempts: list[Attempt]
+    failures: list[dict[str, Any]]
+    """`role_failed` events: role, attempts, errors."""
+    plan: dict[str, Any] | None = None
+    developer: dict[str, Any] | None = None
+    candidate: dict[str, Any] | None = None
+    qa: dict[str, Any] | None = None
+    evidence: dict[str, EvidenceFile] = field(default_factory=dict)
+    diffstat: DiffStat | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+    def tokens(self, role: str | None = None) -> int:
+        roles = [role] if role else list(self.usage)
+        return sum(self.usage[r]["input_tokens"] + self.usage[r]["output_tokens"] for r in roles)
+
+    def cost(self, role: str | None = None) -> float | None:
+        costs = [self.usage[r]["cost_usd"] for r in ([role] if role else list(self.usage))]
+        known = [c for c in costs if c is not None]
+        return round(sum(known), 6) if known else None
+
+    def acceptance(self) -> dict[str, dict[str, Any]]:
+        """Acceptance id → the plan's condition (and its task), for QA's criteria."""
+        out: dict[str, dict[str, Any]] = {}
+        for task in (self.plan or {}).get("tasks", []):
+            for acc in task.get("acceptance", []):
+                out[acc["id"]] = {**acc, "task": task["id"]}
+        return out
+
+
+@dataclass
+class RunModel:
+    """A workspace's run: header facts, every loop, the ledger. Plain data for the templates."""
+
+    workspace: Path
+    title: str
+    spec_sha256: str
+    roles: dict[str, RoleSetting]
+    mode: str
+    mechanisms: dict[str, bool]
+    state: str
+    """finished | running | interrupted | stopped | error | not started (as `hoh status`)."""
+    live: bool
+    target_loops: int
+    loops_finished: int
+    stop_reason: str | None
+    sessions: int
+    """How many times the run was started (1 + resumes)."""
+    usage: dict[str, Any]
+    loops: list[LoopModel]
+    issues: list[dict[str, Any]]
+    behaviours: list[dict[str, Any]]
+    diff_note: str | None = None
+    """Why diff stats are missing, when the project history could not be read."""
+
+    @property
+    def tokens(self) -> int:
+        return self.usage["input_tokens"] + self.usage["output_tokens"]
+
+    def role_tokens(self, role: str) -> int:
+        return sum(lp.tokens(role) for lp in self.loops)
+
+    def role_cost(self, role: str) -> float | None:
+        known = [c for lp in self.loops if (c := lp.cost(role)) is not None]
+        return round(sum(known), 6) if known else None
+
+    def role_seconds(self, role: str) -> float:
+        return round(sum(lp.role_seconds.get(role, 0.0) for lp in self.loops), 3)
+
+
+def read_run(root: Path) -> RunModel:
+    """Read the run in workspace `root`. Raises UsageError (not a workspace) or StateError (corrupt)."""
+    ws = open_workspace(Path(root))
+    paths = ws.paths
+    status = workspace_status(ws)
+    facts = _journal_facts(Journal(paths.journal))
+    ledger = Ledger.load(paths.ledger)
+    loops = [_loop(paths, entry, facts) for entry in status["loops"]]
+    budget = INLINE_TOTAL_BYTES
+    for lp in reversed(loops):
+        lp.evidence, budget = _evidence(paths, paths.loop(lp.loop).evidence, budget)
+    model = RunModel(
+        workspace=paths.root, title=spec_title(paths.spec.read_text(encoding="utf-8")),
+        spec_sha256=ws.identity["spec_sha256"], roles=role_settings(ws),
+        mode=ws.config.mode, mechanisms=ws.config.mechanisms.model_dump(), state=status["state"],
+        live=status["state"] == "running", target_loops=status["target_loops"],
+        loops_finished=status["loops_finished"], stop_reason=facts["stop_reason"], sessions=facts["sessions"],
+        usage=status["usage"], loops=loops, issues=ledger.issues, behaviours=ledger.behaviours)
+    try:
+        stats = diff_stats(ws, [lp.candidate["commit"] for lp in loops if lp.candidate])
+    except HohError as err:
+        model.diff_note = f"diff stats unavailable: {err}"
+    else:
+        for lp in loops:
+            if lp.candidate:
+                lp.diffstat = stats.get(lp.candidate["commit"])
+    return model
+
+
+def role_settings(ws: Workspace) -> dict[str, RoleSetting]:
+    """Harness and model per role. Today every role runs on `harness.*`; a per-role override
+    (`roles.<role>.*`) only has to be merged here."""
+    h = ws.config.harness
+    return {role: RoleSetting(h.name, h.model, h.base_url) for role in ROLES}
+
+
+def spec_title(spec: str) -> str:
+    for line in spec.splitlines():
+        if m := re.match(r"^#\s+(.+?)\s*#*\s*$", line):
+            return m.group(1)
+    first = next((line.strip() for line in spec.splitlines() if line.strip()), "")
+    return first[:80] or "untitled spec"
+
+
+def _journal_facts(journal: Journal) -> dict[str, Any]:
+    """What the fold does not keep: each attempt, role failures, sessions, the stop reason."""
+    attempts: dict[int, list[AttemptFinished]] = {}
+    failures: dict[int, list[RoleFailed]] = {}
+    last_run: RunFinished | None = None
+    sessions = 0
+    for record in journal.records():
+        ev = record.event
+        if isinstance(ev, AttemptFinished):
+            attempts.setdefault(ev.loop, []).append(ev)
+        elif isinstance(ev, RoleFailed):
+            failures.setdefault(ev.loop, []).append(ev)
+        elif isinstance(ev, RunStarted):
+            sessions, last_run = sessions + 1, None
+        elif isinstance(ev, RunFinished):
+            last_run = ev
+    reason = None
+    if last_run is not None and last_run.status != "finished":
+        reason = f"{last_run.status}: {last_run.error or 'no detail recorded'}"
+    return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions}
+
+
+def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -> LoopModel:
+    t = entry["loop"]
+    lp = paths.loop(t)
+    attempts = [Attempt(ev.role, ev.attempt, ev.ok, ev.outcome, float(ev.seconds), list(ev.errors),
+                        paths.rel(lp.attempt_dir(ev.role, ev.attempt))) for ev in facts["attempts"].get(t, [])]
+    model = LoopModel(
+        loop=t, status=entry["status"], verdict=entry["verdict"], candidate_id=entry["candidate_id"],
+        criteria_verified=entry["criteria_verified"], criteria_total=entry["criteria_total"],
+        seconds=entry["seconds"], issues=entry["issues"], usage=entry["usage"],
+        role_seconds={role: entry["role_seconds"].get(role, 0.0) for role in ROLES}, attempts=attempts,
+        failures=[{"role": f.role, "attempts": f.attempts, "errors": f.errors} for f in facts["failures"].get(t, [])])
+    required = {"plan": ("goal", "tasks"), "developer": ("summary", "tasks"),
+                "candidate": ("candidate_id", "commit", "parent"),
+                "qa": ("verdict", "criteria", "preserved", "findings")}
+    for name, keys in required.items():
+        path: Path = getattr(lp, name)
+        if path.exists():
+            setattr(model, name, load_state(path, ("schema_version", *keys)))
+    return model
+
+
+def _evidence(paths: WorkspacePaths, folder: Path, total: int) -> tuple[dict[str, EvidenceFile], int]:
+    """The loop's evidence files (QA's, copied in after validation), with inline text excerpts
+    while the budget lasts; returns them and what is left of the report's `total` budget."""
+    if not folder.is_dir():
+        return {}, total
+    found: dict[str, EvidenceFile] = {}
+    budget = min(INLINE_LOOP_BYTES, total)
+    spent = 0
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        name = path.relative_to(folder).as_posix()
+        item = EvidenceFile(name, paths.rel(path), path.stat().st_size)
+        if budget > 0:
+            with open(path, "rb") as fh:
+                head = fh.read(min(INLINE_FILE_BYTES, budget))
+            item.truncated = item.size > len(head)
+            item.text = _text_excerpt(head, item.truncated)
+            if item.text is not None:
+                budget -= len(head)
+                spent += len(head)
+        found[name] = item
+    return found, total - spent
+
+
+def _text_excerpt(head: bytes, cut: bool) -> str | None:
+    """The bytes as text, or None when they are not UTF-8 text (a cut may split one character)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if not cut or err.start < len(head) - 3:
+            return None
+        text = head[:err.start].decode("utf-8")
+    return None if "\x00" in text else text
+
+
+def diff_stats(ws: Workspace, commits: list[str]) -> dict[str, DiffStat]:
+    """commit → its change against its parent, the previous candidate (one git call for all)."""
+    if not commits:
+        return {}
+    out = ws.history.git("show", "--numstat", "--format=\x01%H", "--no-renames", *commits)
+    stats: dict[str, DiffStat] = {}
+    current: DiffStat | None = None
+    for line in str(out).splitlines():
+        if line.startswith("\x01"):
+            current = stats.setdefault(line[1:].strip(), DiffStat([], 0, 0, 0))
+        elif line.strip() and current is not None:
+            added, deleted, path = line.split("\t", 2)
+            a = int(added) if added.isdigit() else None
+            d = int(deleted) if deleted.isdigit() else None
+            current.changed += 1
+            current.added += a or 0
+            current.deleted += d or 0
+            if len(current.files) < DIFF_FILES_SHOWN:
+                current.files.append((path, a, d))
+    return stats

@@ -1,0 +1,282 @@
+"""The report's plots: matplotlib figures inlined as SVG, each with the data it draws.
+
+Why matplotlib SVG (measured on this project's reports, mid-2026 releases):
+- plotly.min.js alone is 4.8 MB (plotly 7.1) and Bokeh's inline BokehJS 3.9 MB (bokeh 3.9): either
+  is over the 3 MB a 200-loop report may weigh before a single loop is drawn;
+- Vega-Lite needs its JS too (0.9 MB via vl-convert, an 84 MB wheel that runs Deno to make it);
+- matplotlib's SVG of a 200-loop plot is 60–150 KB, needs no script to show, renders the same in
+  every browser and offline, and is deterministic (fixed hash salt, no date). The five workspace
+  plots of a 200-loop run come to well under 1 MB.
+What is lost is hover: each plot's exact numbers are embedded beside it as JSON (`data`) and every
+bar carries an id `<plot>-<series>-<x>`, so the numbers stay one click (or one test) away.
+
+matplotlib is imported only when a report is drawn (`pip install 'hoh[report]'`), never by `hoh --help`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from .bench_model import BenchReport
+    from .data import RunModel
+
+ROLE_COLOURS = {"planner": "#4c72b0", "developer": "#dd8452", "qa": "#55a868"}
+VERDICT_COLOURS = {"pass": "#2ca02c", "partial": "#f0ad4e", "fail": "#d62728"}
+ISSUE_COLOURS = {"open": "#d62728", "reopened": "#9467bd", "fixed_pending_verify": "#f0ad4e", "closed": "#2ca02c"}
+RUN_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
+OTHER = "#9e9e9e"
+BARS_UP_TO = 60
+
+
+@dataclass
+class Plot:
+    """One figure: its element id, title, inline SVG and the series it draws."""
+
+    name: str
+    title: str
+    svg: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _figure(height: float = 3.0):
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError("the HTML report draws with matplotlib, which is not installed: "
+                         "pip install 'hoh[report]'") from None
+    fig = Figure(figsize=(6.4, height), layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _svg(fig, name: str) -> str:
+    """The figure as an inline <svg> element: text kept as text, no metadata or date (equal data
+    gives equal bytes), and every id prefixed with the plot's name, since matplotlib numbers its
+    groups per figure (`axes_1`, …) and several figures share one page."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Type": None, "Format": None})
+    text = buf.getvalue()
+    prefix = f"{name}-"
+
+    def own(ident: str) -> str:
+        return ident if ident.startswith(prefix) else prefix + ident
+
+    svg = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{own(m[1])}"', text[text.index("<svg"):])
+    return re.sub(r'(url\(#|href="#)([^")]+)', lambda m: m[1] + own(m[2]), svg)
+
+
+def _style(ax, xlabel: str, ylabel: str, counts: bool = False) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if counts:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_axisbelow(True)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _si(ax) -> None:
+    """Token counts as 15k / 1.5M rather than an axis-wide 1e7 offset."""
+    from matplotlib.ticker import EngFormatter
+
+    ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+
+
+def _legend_above(ax, entries: int) -> None:
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=min(entries, 4), frameon=False)
+
+
+def _bars(ax, plot: str, series: str, xs: list[int], heights: list[float], bottoms: list[float] | None = None,
+          **kw: Any) -> None:
+    bars = ax.bar(xs, heights, bottom=bottoms, width=0.8, **kw)
+    for x, bar in zip(xs, bars):
+        bar.set_gid(f"{plot}-{series}-{x}")
+
+
+def _stacked(ax, plot: str, xs: list[int], stacks: dict[str, list[float]], colours: dict[str, str]) -> None:
+    """Stacked bars, one id per bar; past BARS_UP_TO loops a stacked step area (one id per series),
+    which reads better at a few pixels per loop and keeps the SVG small."""
+    if len(xs) > BARS_UP_TO:
+        areas = ax.stackplot(xs, *stacks.values(), step="mid", colors=[colours.get(s, OTHER) for s in stacks],
+                             labels=[s.replace("_", " ") for s in stacks], lw=0)
+        for series, area in zip(stacks, areas):
+            area.set_gid(f"{plot}-{series}")
+        return
+    bottom = [0.0] * len(xs)
+    for series, values in stacks.items():
+        _bars(ax, plot, series, xs, values, bottom, color=colours.get(series, OTHER), label=series.replace("_", " "))
+        bottom = [b + v for b, v in zip(bottom, values)]
+
+
+# ---- one workspace ---------------------------------------------------------------------------------
+def workspace_plots(run: RunModel) -> list[Plot]:
+    """Verdicts and criteria, issues by status, tokens and cost per role, cumulative cost, wall time."""
+    loops = [lp for lp in run.loops if lp.finished]
+    if not loops:
+        return []
+    xs = [lp.loop for lp in loops]
+    roles = list(ROLE_COLOURS)
+    return [_verdicts(loops, xs), _issues(loops, xs), _tokens(loops, xs, roles), _cumulative(loops, xs),
+            _wall_time(loops, xs, roles)]
+
+
+def _verdicts(loops, xs) -> Plot:
+    data = {"loop": xs, "status": [lp.status for lp in loops],
+            "criteria_verified": [lp.criteria_verified for lp in loops],
+            "criteria_total": [lp.criteria_total for lp in loops]}
+    fig, ax = _figure()
+    _bars(ax, "verdicts", "total", xs, data["criteria_total"], color="none", edgecolor="#bbbbbb",
+          label="criteria planned")
+    colours = [VERDICT_COLOURS.get(s, OTHER) for s in data["status"]]
+    _bars(ax, "verdicts", "verified", xs, data["criteria_verified"], color=colours)
+    from matplotlib.patches import Patch
+
+    shown = [s for s in (*VERDICT_COLOURS, "other") if s in data["status"] or
+             (s == "other" and any(x not in VERDICT_COLOURS for x in data["status"]))]
+    ax.legend(handles=[Patch(edgecolor="#bbbbbb", facecolor="none", label="criteria planned")]
+              + [Patch(color=VERDICT_COLOURS.get(s, OTHER), label=f"verified · {s}") for s in shown],
+              loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=len(shown) + 1, frameon=False)
+    ax.set_ylim(0, max(data["criteria_total"] + [1]) * 1.05)
+    _style(ax, "loop", "criteria", counts=True)
+    return Plot("verdicts", "Verdict and acceptance criteria verified per loop", _svg(fig, "verdicts"), data)
+
+
+def _issues(loops, xs) -> Plot:
+    statuses = ("closed", "fixed_pending_verify", "open", "reopened")
+    stacks = {s: [(lp.issues or {}).get(s, 0) for lp in loops] for s in statuses}
+    fig, ax = _figure()
+    _stacked(ax, "issues", xs, stacks, ISSUE_COLOURS)
+    _legend_above(ax, 4)
+    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
+    _style(ax, "loop", "issues in the ledger", counts=True)
+    return Plot("issues", "Issues by status after each loop", _svg(fig, "issues"), {"loop": xs, **stacks})
+
+
+def _tokens(loops, xs, roles) -> Plot:
+    stacks = {r: [lp.tokens(r) for lp in loops] for r in roles}
+    cost = [lp.cost() for lp in loops]
+    fig, ax = _figure()
+    _stacked(ax, "tokens", xs, stacks, ROLE_COLOURS)
+    _style(ax, "loop", "tokens (input + output)")
+    _si(ax)
+    handles, labels = ax.get_legend_handles_labels()
+    if any(c is not None for c in cost):
+        ax2 = ax.twinx()
+        line, = ax2.plot(xs, [c if c is not None else float("nan") for c in cost], color="black",
+                         marker="." if len(xs) <= BARS_UP_TO else None, lw=1, label="cost (USD)", gid="tokens-cost")
+        ax2.set_ylabel("USD")
+        ax2.set_ylim(bottom=0)
+        handles, labels = handles + [line], labels + ["cost (USD)"]
+    ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=4, frameon=False)
+    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
+    title = "Tokens per role per loop" + (", and cost" if any(c is not None for c in cost) else
+                                          " (the harness reported no cost)")
+    return Plot("tokens", title, _svg(fig, "tokens"), {"loop": xs, **stacks, "cost_usd": cost})
+
+
+def _cumulative(loops, xs) -> Plot:
+    tokens, cost, total_t, total_c, known = [], [], 0, 0.0, False
+    for lp in loops:
+        total_t += lp.tokens()
+        if (c := lp.cost()) is not None:
+            total_c, known = total_c + c, True
+        tokens.append(total_t)
+        cost.append(round(total_c, 6) if known else None)
+    fig, ax = _figure()
+    if known:
+        ax.plot(xs, [c if c is not None else float("nan") for c in cost], color="black", lw=1.5, gid="cumulative-cost")
+        _style(ax, "loop", "cumulative cost (USD)")
+        ax2 = ax.twinx()
+        ax2.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1, ls="--", gid="cumulative-tokens")
+        ax2.set_ylabel("cumulative tokens", color=ROLE_COLOURS["planner"])
+        ax2.set_ylim(bottom=0)
+        _si(ax2)
+        title = "Cumulative cost (solid) and tokens (dashed)"
+    else:
+        ax.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1.5, gid="cumulative-tokens")
+        _style(ax, "loop", "cumulative tokens")
+        _si(ax)
+        title = "Cumulative tokens (the harness reported no cost)"
+    ax.set_ylim(bottom=0)
+    return Plot("cumulative", title, _svg(fig, "cumulative"), {"loop": xs, "tokens": tokens, "cost_usd": cost})
+
+
+def _wall_time(loops, xs, roles) -> Plot:
+    stacks = {r: [round(lp.role_seconds.get(r, 0.0), 3) for lp in loops] for r in roles}
+    fig, ax = _figure()
+    _stacked(ax, "time", xs, stacks, ROLE_COLOURS)
+    _legend_above(ax, 3)
+    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
+    _style(ax, "loop", "seconds (all attempts)")
+    return Plot("time", "Wall time per role per loop", _svg(fig, "time"), {"loop": xs, **stacks})
+
+
+# ---- a benchmark -----------------------------------------------------------------------------------
+def bench_plots(report: BenchReport) -> list[Plot]:
+    """HoH@k curves (mean with the per-task range) of every run on one chart; final score per task."""
+    if not any(run.trials for run in report.runs):
+        return []
+    return [_curves(report), _final_by_task(report)]
+
+
+def _curves(report: BenchReport) -> Plot:
+    fig, ax = _figure()
+    data: dict[str, Any] = {"runs": []}
+    top = 1.0
+    for n, run in enumerate(report.runs):
+        colour = RUN_COLOURS[n % len(RUN_COLOURS)]
+        curve = run.curve()
+        ks = [p["loop"] for p in curve if p["mean"] is not None]
+        means = [p["mean"] for p in curve if p["mean"] is not None]
+        data["runs"].append({"label": run.label, "curve": curve})
+        if not ks:
+            continue
+        lows = [p["min"] for p in curve if p["mean"] is not None]
+        highs = [p["max"] for p in curve if p["mean"] is not None]
+        top = max([top, *highs])
+        if len(ks) == 1 and report.max_loops > 1:
+            # a one-pass run (vanilla, the oracle) is a reference level across every k
+            ax.axhline(means[0], color=colour, ls="--", lw=1.5, label=f"{run.label} (one pass)", gid=f"curves-mean-{n}")
+            continue
+        ax.fill_between(ks, lows, highs, color=colour, alpha=0.12, lw=0, gid=f"curves-range-{n}")
+        ax.plot(ks, means, color=colour, marker="o", lw=2, label=run.label, gid=f"curves-mean-{n}")
+    ax.set_xlim(0.75, max([r.loops for r in report.runs] + [1]) + 0.25)
+    ax.set_ylim(0, top * 1.08)
+    _style(ax, "loop k", "score (mean; band: task range)")
+    _legend_above(ax, len(report.runs))
+    return Plot("curves", "HoH@k: mean score after loop k, with the range over tasks", _svg(fig, "curves"), data)
+
+
+def _final_by_task(report: BenchReport) -> Plot:
+    tasks = report.task_ids()
+    runs = report.runs
+    fig, ax = _figure(max(2.2, 0.32 * len(tasks) * max(1, len(runs)) ** 0.5 + 1))
+    height = 0.8 / max(1, len(runs))
+    data: dict[str, Any] = {"tasks": tasks, "runs": []}
+    for n, run in enumerate(runs):
+        finals = [run.final_score(t) for t in tasks]
+        data["runs"].append({"label": run.label, "final": finals})
+        ys = [i + n * height for i in range(len(tasks))]
+        bars = ax.barh(ys, [f or 0 for f in finals], height=height * 0.9, color=RUN_COLOURS[n % len(RUN_COLOURS)],
+                       label=run.label)
+        for task, bar in zip(tasks, bars):
+            bar.set_gid(f"final-{n}-{task}")
+    ax.set_yticks([i + height * (len(runs) - 1) / 2 for i in range(len(tasks))], tasks)
+    ax.invert_yaxis()
+    ax.set_xlabel("final score")
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_axisbelow(True)
+    ax.grid(axis="x", alpha=0.3)
+    _legend_above(ax, len(runs))
+    return Plot("final", "Final score per task", _svg(fig, "final"), data)

@@ -1,0 +1,110 @@
+"""Render a model to one self-contained HTML file (jinja2 templates in `templates/`).
+
+Everything the page needs is inside it: CSS, the plots as SVG, a few lines of script for the
+tables. Nothing is fetched when it is opened; links to evidence and attempt logs are relative
+paths from the report's own folder to the workspace, so they work from `file://` as long as the
+two stay where they were.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import jinja2
+import markupsafe
+
+from .. import __version__
+from ..errors import UsageError
+from ..fsutil import atomic_write_text
+from .bench_model import BenchReport
+from .data import RunModel
+from .plots import ROLE_COLOURS, bench_plots, workspace_plots
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(num=_num, usd=_usd, secs=_secs, score=_score, pct=_pct, md=_inline_code)
+    return env
+
+
+def _inline_code(text: str) -> markupsafe.Markup:
+    """Escape, then show Markdown `code` spans (as agents write them in plans and titles) as code."""
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(re.sub(r"`([^`<>]+)`", r"<code>\1</code>", escaped))
+
+
+def _num(value: int | float | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def _usd(value: float | None) -> str:
+    return "–" if value is None else f"${value:,.2f}" if value >= 0.01 or value == 0 else f"${value:.4f}"
+
+
+def _secs(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value < 120:
+        return f"{value:.1f}s"
+    minutes = value / 60
+    return f"{minutes:.0f}m" if minutes < 120 else f"{minutes / 60:.1f}h"
+
+
+def _score(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
+def check_output(out: Path) -> Path:
+    """The report's path: its folder must exist and the path must not be a directory."""
+    out = out.expanduser().absolute()
+    if out.is_dir():
+        raise UsageError(f"-o {out} is a directory; name the HTML file to write, e.g. {out / 'report.html'}")
+    if not out.parent.is_dir():
+        raise UsageError(f"-o {out}: the folder {out.parent} does not exist; create it first")
+    return out
+
+
+def _stamp() -> str:
+    now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    return f"hoh {__version__} · {now}"
+
+
+def workspace_html(run: RunModel, out: Path) -> str:
+    """The workspace report as HTML, for a file written at `out` (links are relative to it)."""
+    prefix = Path(os.path.relpath(run.workspace, out.parent)).as_posix()
+
+    def link(rel: str) -> str:
+        return quote(f"{prefix}/{rel}" if prefix != "." else rel)
+
+    behaviours = {b["id"]: b for b in run.behaviours}
+    return _environment().get_template("workspace.html.j2").render(
+        run=run, plots=workspace_plots(run), link=link, behaviours=behaviours, roles=list(ROLE_COLOURS),
+        stamp=_stamp(), page_title=f"{run.title} · hoh report")
+
+
+def bench_html(report: BenchReport) -> str:
+    return _environment().get_template("bench.html.j2").render(
+        report=report, plots=bench_plots(report), stamp=_stamp(), page_title=report.title)
+
+
+def write(html: str, out: Path) -> None:
+    """Write the page whole or not at all, readable as any file the user creates (a report is for sharing)."""
+    try:
+        atomic_write_text(out, html)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(out, 0o666 & ~mask)
+    except OSError as err:
+        raise UsageError(f"cannot write {out}: {err.strerror}") from None
+
