@@ -59,7 +59,9 @@ class Run:
         return json.loads((self.logs / "hoh" / "state" / "loops" / f"{t:04d}" / "candidate.json").read_text())
 
     def workdir_files(self) -> set[str]:
-        return {p.relative_to(self.workdir).as_posix() for p in self.workdir.rglob("*") if p.is_file()}
+        """The workdir's files, but its own .git (hoh publishes every loop's commit there)."""
+        return {rel for p in self.workdir.rglob("*") if p.is_file()
+                and not (rel := p.relative_to(self.workdir).as_posix()).startswith(".git/")}
 
 
 def roman_script() -> dict:
@@ -102,8 +104,10 @@ def test_the_budget_ends_a_loop_and_the_workdir_goes_back_to_the_last_candidate(
     assert not (run.artifacts / "hoh" / "loop-0002").exists()
     # Loop 2's developer had started (the sleep runs before it writes); loop 1's tree is what stays.
     assert run.workdir_files() == {"roman.py"}
-    _, names = run.artifact(1)
+    record, names = run.artifact(1)
     assert names == {"roman.py"}
+    head = subprocess.run(["git", "-C", str(run.workdir), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert head.stdout.strip() == record["commit"]  # the workdir's .git says the same
     journal = [json.loads(line)["event"] for line in (run.logs / "hoh" / "state" / "journal.jsonl").open()]
     assert journal[-1] == "run_finished"  # hoh was stopped the way a user stops it, not killed
 
@@ -136,6 +140,25 @@ def test_a_budget_shorter_than_the_first_role_is_an_error_that_says_so(tmp_path)
     assert summary["status"] == "out_of_time" and summary["loops_finished"] == 0
     assert "before hoh's first role (the planner of loop 1) finished" in summary["error"]
     assert not (run.artifacts / "hoh").exists()
+    assert run.workdir_files() == {"given.txt"}  # the task's files as they were
+
+
+def test_the_task_s_files_and_git_history_are_loop_1_s_starting_point(tmp_path):
+    run = Run(tmp_path, roman_script())
+    (run.workdir / "NOTES.md").write_text("given by the task\n")
+    git = ["git", "-C", str(run.workdir), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "the task's own commit"], check=True)
+    task_commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert run.taskrun(2).returncode == 0
+    _, names = run.artifact(1)
+    assert names == {"NOTES.md", "roman.py"}
+    record, _ = run.artifact(2)
+    assert record["workdir"] == str(run.workdir)
+    assert run.workdir_files() == {"NOTES.md", "roman.py", "roman_parse.py"}
+    log = subprocess.run([*git, "log", "--format=%H", "main"], capture_output=True, text=True).stdout.split()
+    assert log[0] == record["commit"] and task_commit in log  # the task's history goes on under hoh's loops
 
 
 def test_a_role_failure_stops_the_run_with_hoh_s_reason(tmp_path):

@@ -21,11 +21,11 @@ from typing import Any, Callable
 from .. import api
 from ..config import load_config
 from ..errors import HohError, TaskEnvironmentError
-from ..fsutil import atomic_write_json, load_state
+from ..fsutil import atomic_write_json
 from ..harness.process import reap, run_process
 from ..paths import TaskRunPaths, WorkspacePaths
 from ..runtime.journal import Journal, RunHistory
-from ..runtime.workspace import is_workspace
+from ..runtime.workspace import Workspace, is_workspace, open_workspace
 from .candidates import export_candidate, frozen_candidate, restore_workdir
 from .endpoint import check_reachable, resolve_base_url
 
@@ -55,7 +55,9 @@ class TaskRunSettings:
 class TaskRun:
     def __init__(self, settings: TaskRunSettings, out: Callable[[str], None] = print):
         self.s = settings
-        self.ws = WorkspacePaths(Path(settings.paths.workspace).resolve())
+        self.root = Path(settings.paths.workspace).resolve()
+        self.ws = WorkspacePaths(self.root)
+        """Paths of the workspace's own files; its project dir is read from it (`workspace()`)."""
         self.out = out
         self.started = time.monotonic()
         self.deadline = self.started + settings.budget_seconds if settings.budget_seconds else None
@@ -125,7 +127,8 @@ class TaskRun:
     def hoh_argv(self, t: int) -> list[str]:
         argv = [sys.executable, "-m", "hoh"]
         if not is_workspace(self.ws.root):
-            argv += ["build", str(self.s.spec), "-w", str(self.ws.root), "--config", str(self.s.config), "--loops", "1"]
+            argv += ["build", str(self.s.spec), "-w", str(self.ws.root), "--project", str(self.s.project),
+                     "--config", str(self.s.config), "--loops", "1"]
             if self.base_url:
                 argv += ["--set", f"harness.base_url={self.base_url}"]
         else:
@@ -160,8 +163,7 @@ class TaskRun:
     def loop_done(self, t: int) -> None:
         entry = self.loop_entry(t)
         if entry.get("candidate_id"):
-            export_candidate(self.ws, t, entry["status"], self.s.project, Path(self.s.paths.candidate_dir(t)))
-        self.sync_workdir()
+            export_candidate(self.workspace(), t, entry["status"], Path(self.s.paths.candidate_dir(t)))
         self.write_summary()
         self.say(describe_loop(entry, self.s.loops))
 
@@ -176,23 +178,19 @@ class TaskRun:
         return 1
 
     # ---- the workdir -------------------------------------------------------------------------
-    def last_candidate_commit(self) -> str | None:
-        for t in range(self.finished_loops(), 0, -1):
-            if self.ws.loop(t).candidate.exists():
-                return frozen_candidate(self.ws, t)["commit"]
-        return None
-
-    def sync_workdir(self) -> None:
-        commit = self.last_candidate_commit()
-        if commit is not None:
-            restore_workdir(self.ws, commit, self.s.project)
+    def workspace(self) -> Workspace:
+        return open_workspace(self.root)
 
     def restore(self) -> None:
-        """After a cut or a stop: the workdir is the last finished loop's candidate, or what it was."""
-        if is_workspace(self.ws.root):
-            commit = self.last_candidate_commit()
-            identity = load_state(self.ws.identity, ("root_commit",))
-            restore_workdir(self.ws, commit or identity["root_commit"], self.s.project)
+        """After a cut or a stop: the workdir is the last finished loop's candidate, or A_0 (the
+        task's files as they were) when no loop finished."""
+        if not is_workspace(self.root):
+            return
+        ws = self.workspace()
+        for t in range(self.finished_loops(), 0, -1):
+            if ws.paths.loop(t).candidate.exists():
+                return restore_workdir(ws, frozen_candidate(ws, t)["commit"], publish=True)
+        restore_workdir(ws, ws.identity["root_commit"], publish=False)
 
     # ---- reading the run ---------------------------------------------------------------------
     def history(self) -> RunHistory:
