@@ -18,6 +18,7 @@ from harbor_env import EXAMPLES, Trial, copy_task, harbor  # noqa: F401 - harbor
 
 from hoh import api
 from hoh.config import HohConfig
+from hoh.runtime.journal import Journal, RunHistory
 from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM
 
@@ -93,17 +94,17 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
         ws = trial.agent / "hoh"
         for name in ("journal.jsonl", "ledger.json", "INDEX.md"):
             assert (ws / "state" / name).is_file()
-        status = api.status(ws)
-        assert [(loop["loop"], loop["verdict"]) for loop in status["loops"]] == [(1, "partial"), (2, "pass")]
+        history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
+        assert [(t, loop.status) for t, loop in sorted(history.loops.items())] == [(1, "partial"), (2, "pass")]
         for t in (1, 2):
             artifact = json.loads((trial.candidate_dir(t) / "candidate.json").read_text())
-            assert artifact["candidate_id"] == frozen(trial, t)["candidate_id"] == status["loops"][t - 1]["candidate_id"]
+            assert artifact["candidate_id"] == frozen(trial, t)["candidate_id"] == history.loops[t].candidate_id
             assert artifact["workdir"] == "/workspace"
             assert (trial.candidate_dir(t) / "candidate.tar").is_file()
         assert not trial.candidate_dir(3).exists()
         agent_result = trial.result["agent_result"]
-        assert agent_result["n_input_tokens"] == status["usage"]["input_tokens"] > 0
-        assert agent_result["n_output_tokens"] == status["usage"]["output_tokens"] > 0
+        assert agent_result["n_input_tokens"] == history.usage.input_tokens > 0
+        assert agent_result["n_output_tokens"] == history.usage.output_tokens > 0
         assert [loop["verdict"] for loop in agent_result["metadata"]["hoh"]["loops"]] == ["partial", "pass"]
         summary = trial.hoh_summary()
         assert summary["workdir"] == "/workspace"
@@ -131,13 +132,14 @@ def test_hoh_with_the_real_opencode_cli_in_the_container(harbor, harness_bin, tm
                          "--ak", "loops=2", "--ak", f"mock_llm={mock}", "--ak", f"harness_bin={harness_bin}")
     assert trial.exception is None, trial.exception
     assert trial.reward == 1.0
-    status = api.status(trial.agent / "hoh")
-    assert status["harness"] == "opencode"
-    assert [loop["candidate_id"] for loop in status["loops"]] == [loop["candidate_id"] for loop in api.status(ref / "ws")["loops"]]
+    history = RunHistory.read(Journal(trial.agent / "hoh" / "state" / "journal.jsonl"))
+    assert trial.hoh_summary()["harness"] == "opencode"
+    assert [loop.candidate_id for loop in history.loop_list()] == [loop["candidate_id"] for loop in
+                                                                   api.status(ref / "ws")["loops"]]
     developer = json.loads((trial.agent / "hoh" / "state" / "loops" / "0001" / "roles" / "developer" / "attempt-1"
                             / "result.json").read_text())
     assert developer["ok"] and developer["harness"]["tool_calls"] >= 1
-    assert trial.result["agent_result"]["n_input_tokens"] == status["usage"]["input_tokens"] > 0
+    assert trial.result["agent_result"]["n_input_tokens"] == history.usage.input_tokens > 0
     with tarfile.open(trial.candidate_dir(2) / "candidate.tar") as tar:  # written by OpenCode's own tools
         assert tar.getmember("kv.sh").mode & 0o111
 
