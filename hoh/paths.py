@@ -159,17 +159,24 @@ class TaskRunPaths:
           hoh-run.json              the run's summary, rewritten after every loop
           hoh-run.log               one line per finished loop, and how the run ended
           hoh-run/loop-0001.out .err  what `hoh build`/`hoh resume` printed for loop 1
+          hoh-mock-llm.jsonl        the requests the mock model served (`--mock-llm` runs only)
         ARTIFACTS/                  Harbor's artifacts dir (/logs/artifacts)
           hoh/loop-0001/
             candidate.tar           loop 1's frozen candidate: the workdir's whole tree
             candidate.json          its id, commit, tree and the loop's verdict
 
-    The same object describes the environment's side (PurePosixPath roots) and, once Harbor has
-    collected them, the host's (the trial's agent/ and artifacts/ dirs).
+    The same object describes the environment's side and, once Harbor has collected them, the
+    trial dir's: `TaskRunPaths(TRIAL/agent, TRIAL/artifacts/logs/artifacts)` (`for_trial`), since
+    Harbor mirrors the environment's /logs/artifacts there.
     """
 
     logs: PurePath
     artifacts: PurePath
+
+    @classmethod
+    def for_trial(cls, trial_dir: Path) -> "TaskRunPaths":
+        """The files of a finished Harbor trial, on the host."""
+        return cls(trial_dir / "agent", trial_dir / "artifacts" / "logs" / "artifacts")
 
     @property
     def workspace(self) -> PurePath:
@@ -182,6 +189,10 @@ class TaskRunPaths:
     @property
     def log(self) -> PurePath:
         return self.logs / "hoh-run.log"
+
+    @property
+    def mock_log(self) -> PurePath:
+        return self.logs / "hoh-mock-llm.jsonl"
 
     def hoh_output(self, t: int) -> PurePath:
         """Stem of loop t's hoh output files (.out, .err)."""

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from conftest import REPO
 
+from hoh.paths import TaskRunPaths
+
 EXAMPLES = REPO / "benchmarks" / "examples"
 BASE_IMAGE = "localhost/hoh-base:bookworm"
 VALIDITY_RULES = ("invalid-task-config", "unknown-config-field", "invalid-task-files")
@@ -70,11 +72,11 @@ class Trial:
         return self.dir / "agent"
 
     def candidate_dir(self, t: int) -> Path:
-        """Where Harbor collected loop t's candidate artifact (it mirrors /logs/artifacts)."""
-        return self.dir / "artifacts" / "logs" / "artifacts" / "hoh" / f"loop-{t:04d}"
+        """Where Harbor collected loop t's candidate artifact."""
+        return Path(TaskRunPaths.for_trial(self.dir).candidate_dir(t))
 
     def hoh_summary(self) -> dict[str, Any]:
-        return json.loads((self.agent / "hoh-run.json").read_text())
+        return json.loads(Path(TaskRunPaths.for_trial(self.dir).summary).read_text())
 
 
 class Harbor:

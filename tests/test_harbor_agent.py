@@ -23,6 +23,7 @@ from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM
 
 AGENT = ("--agent", "hoh.harbor:HohAgent")
+SENTINEL = "sk-hoh-sentinel-4b1d"
 TASKS = ["csvstat", "kvstore", "roman", "rpn", "wordfreq"]
 
 
@@ -128,8 +129,11 @@ def test_hoh_with_the_real_opencode_cli_in_the_container(harbor, harness_bin, tm
     mock = tmp_path / "mock.json"
     mock.write_text(json.dumps(mock_script(yaml.safe_load((task / "scripted" / "script.yaml").read_text()), ref / "ws")))
 
+    # The key comes through Harbor's --ae and hoh's api_key_env (OpenCode reads it by name); hoh
+    # redacts it from everything it writes.
     [trial] = harbor.run(task, tmp_path / "jobs", "opencode", *AGENT, "-m", "mock-model", "--ak", "harness=opencode",
-                         "--ak", "loops=2", "--ak", f"mock_llm={mock}", "--ak", f"harness_bin={harness_bin}")
+                         "--ak", "loops=2", "--ak", f"mock_llm={mock}", "--ak", f"harness_bin={harness_bin}",
+                         "--ak", "api_key_env=HOH_TEST_KEY", "--ae", f"HOH_TEST_KEY={SENTINEL}")
     assert trial.exception is None, trial.exception
     assert trial.reward == 1.0
     history = RunHistory.read(Journal(trial.agent / "hoh" / "state" / "journal.jsonl"))
@@ -142,6 +146,10 @@ def test_hoh_with_the_real_opencode_cli_in_the_container(harbor, harness_bin, tm
     assert trial.result["agent_result"]["n_input_tokens"] == history.usage.input_tokens > 0
     with tarfile.open(trial.candidate_dir(2) / "candidate.tar") as tar:  # written by OpenCode's own tools
         assert tar.getmember("kv.sh").mode & 0o111
+    requests = [json.loads(line) for line in (trial.agent / "hoh-mock-llm.jsonl").read_text().splitlines()]
+    assert requests and {r["headers"]["authorization"] for r in requests} == {f"<redacted len={len('Bearer ' + SENTINEL)}>"}
+    written = [p for p in (trial.agent / "hoh").rglob("*") if p.is_file() and not p.is_symlink()]
+    assert not [p for p in written if SENTINEL.encode() in p.read_bytes()]
 
 
 def sleepy(task: Path, loop: int, role: str) -> None:

@@ -32,7 +32,7 @@ from pydantic import Field, field_validator
 
 import hoh
 
-from ..config import HohConfig, apply_overrides, dump_config, load_config
+from ..config import HohConfig, TimeoutsConfig, apply_overrides, dump_config, load_config
 from ..errors import TaskEnvironmentError, UsageError
 from ..harness import registry
 from ..paths import TaskRunPaths
@@ -148,7 +148,7 @@ class HohAgent(BaseAgent):
         """A role timeout the user set that the task's whole budget cannot hold is refused up front;
         otherwise the run finds out (and says so) when the budget ends before the first role."""
         wall = self.hoh_config.timeouts.wall_seconds
-        explicit = self.options.config or any(o.startswith("timeouts.wall_seconds") for o in self.options.overrides)
+        explicit = wall != TimeoutsConfig().wall_seconds  # set in the config file or the overrides
         if self._budget is not None and explicit and self._budget < wall:
             raise TaskEnvironmentError(
                 f"the task's agent timeout ({self._budget:.0f}s) is shorter than one hoh role (timeouts.wall_seconds "
@@ -242,6 +242,6 @@ class HohAgent(BaseAgent):
 
     def populate_context_post_run(self, context: AgentContext) -> None:
         """After a cancelled run, the summary Harbor downloaded with the logs still says what was done."""
-        path = Path(TaskRunPaths(self.logs_dir, self.logs_dir.parent / "artifacts").summary)
+        path = Path(TaskRunPaths.for_trial(self.logs_dir.parent).summary)
         if path.is_file():
             fill_context(context, json.loads(path.read_text(encoding="utf-8")))

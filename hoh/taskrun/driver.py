@@ -89,7 +89,7 @@ class TaskRun:
         """The model endpoint the harness will use, reachable from here, or None (the harness's own)."""
         if self.s.mock_llm is not None:
             from ..testing.mock_llm import MockLLM
-            mock = stack.enter_context(MockLLM(script=str(self.s.mock_llm)))
+            mock = stack.enter_context(MockLLM(script=str(self.s.mock_llm), log_path=Path(self.s.paths.mock_log)))
             self.say(f"serving the mock model {self.s.mock_llm} at {mock.base_url}")
             return mock.base_url
         url = load_config(self.s.config).harness.base_url
