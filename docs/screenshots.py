@@ -47,7 +47,8 @@ def main() -> None:
         hoh("resume", "-w", ws, "--loops", "1", "-q")
         hoh("report", "-w", ws, "-o", tmp / "workspace.html")
         for name, extra in (("oracle", []), ("scripted", ["--loops", "2"])):
-            hoh("bench", "run", "benchmarks/examples", "--harness", name, *extra, "-o", tmp / name, "-q")
+            hoh("bench", "run", "benchmarks/examples", "--harness", name, *extra, "-o", tmp / name, "-q",
+                "--grade-on-host")
         hoh("bench", "report", tmp / "oracle", "--html", "--compare", tmp / "scripted", "-o", tmp / "bench.html")
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)

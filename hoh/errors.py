@@ -39,3 +39,11 @@ class RoleFailed(HohError):
 
 class HarnessUnavailable(UsageError):
     """The selected harness CLI is missing or unusable here."""
+
+
+class TaskEnvironmentError(HohError):
+    """A Harbor task's environment cannot run hoh: it lacks Python ≥ 3.11 or git, the harness
+    cannot be installed there offline, the model endpoint is unreachable from it, or the task's
+    agent timeout is shorter than one role. The message names what is missing."""
+
+    exit_code = 2

@@ -32,7 +32,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 ROLES = ("planner", "developer", "qa")
 
@@ -145,3 +145,62 @@ class LoopPaths:
 
     def attempt_dir(self, role: str, attempt: int) -> Path:
         return self.role_dir(role) / f"attempt-{attempt}"
+
+
+@dataclass(frozen=True)
+class TaskRunPaths:
+    """Where a hoh run inside a Harbor task environment keeps its files (`hoh.taskrun`).
+
+    Harbor collects the agent log dir and the artifacts dir into the trial dir, so everything
+    worth keeping lives under one of the two:
+
+        LOGS/                       Harbor's agent log dir (/logs/agent in the environment)
+          hoh/                      the hoh workspace: journal, ledger, loops, the project's history
+          hoh-run.json              the run's summary, rewritten after every loop
+          hoh-run.log               one line per finished loop, and how the run ended
+          hoh-run/loop-0001.out .err  what `hoh build`/`hoh resume` printed for loop 1
+          hoh-mock-llm.jsonl        the requests the mock model served (`--mock-llm` runs only)
+        ARTIFACTS/                  Harbor's artifacts dir (/logs/artifacts)
+          hoh/loop-0001/
+            candidate.tar           loop 1's frozen candidate: the workdir's whole tree
+            candidate.json          its id, commit, tree and the loop's verdict
+
+    The same object describes the environment's side and, once Harbor has collected them, the
+    trial dir's: `TaskRunPaths(TRIAL/agent, TRIAL/artifacts/logs/artifacts)` (`for_trial`), since
+    Harbor mirrors the environment's /logs/artifacts there.
+    """
+
+    logs: PurePath
+    artifacts: PurePath
+
+    @classmethod
+    def for_trial(cls, trial_dir: Path) -> "TaskRunPaths":
+        """The files of a finished Harbor trial, on the host."""
+        return cls(trial_dir / "agent", trial_dir / "artifacts" / "logs" / "artifacts")
+
+    @property
+    def workspace(self) -> PurePath:
+        return self.logs / "hoh"
+
+    @property
+    def summary(self) -> PurePath:
+        return self.logs / "hoh-run.json"
+
+    @property
+    def log(self) -> PurePath:
+        return self.logs / "hoh-run.log"
+
+    @property
+    def mock_log(self) -> PurePath:
+        return self.logs / "hoh-mock-llm.jsonl"
+
+    def hoh_output(self, t: int) -> PurePath:
+        """Stem of loop t's hoh output files (.out, .err)."""
+        return self.logs / "hoh-run" / f"loop-{t:04d}"
+
+    @property
+    def candidates(self) -> PurePath:
+        return self.artifacts / "hoh"
+
+    def candidate_dir(self, t: int) -> PurePath:
+        return self.candidates / f"loop-{t:04d}"

@@ -33,7 +33,10 @@ main.main()
 
 
 def bench_argv(*args) -> list[str]:
-    return [sys.executable, "-c", BENCH_MAIN, "bench", *map(str, args)]
+    # The examples' images are Docker images now, which this runner cannot grade in; their
+    # verifiers need only bash and python3, so they run on this machine instead.
+    host = ["--grade-on-host"] if args and args[0] == "run" else []
+    return [sys.executable, "-c", BENCH_MAIN, "bench", *map(str, args), *host]
 
 
 def hoh_bench(*args, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from test_bench_run import EXAMPLES, hoh_bench
 
 from hoh.bench.harbor import load_task
 from hoh.bench.tasks import load_suite
-from hoh.bench.verifier import bwrap_problem, grade_harbor, read_rewards, resolve_env, score_of, unavailable_reasons
+from hoh.bench.verifier import bwrap_problem, docker_engine_problem, grade_harbor, read_rewards, resolve_env, score_of, unavailable_reasons
 from hoh.errors import UsageError
 
 GAMECRAFT = REPO.parent / "shared" / "benchmarks" / "gamecraft-bench"
@@ -28,7 +28,7 @@ def test_examples_are_valid_harbor_tasks_with_what_the_tests_need():
         assert task.valid and task.kind == "harbor" and task.workdir == "/workspace"
         assert task.solution_dir and task.scripted_script and task.instruction_text().startswith("# ")
         assert task.metadata["verifier"] == "tests/test.sh" and task.metadata["difficulty"] == "easy"
-        assert task.allow_internet is False and task.verifier_timeout == 60.0
+        assert task.allow_internet is True and task.verifier_timeout == 60.0
     rewards = {t.id: "reward.txt" if "reward.txt" in (t.path / "tests" / "test.sh").read_text() else "reward.json"
                for t in suite.tasks}
     assert set(rewards.values()) == {"reward.txt", "reward.json"}  # both reward formats are exercised
@@ -67,7 +67,6 @@ def test_a_run_on_an_ungradable_suite_records_grader_unavailable_without_running
 
 def test_docker_environments_and_missing_judge_keys_are_grader_unavailable(tmp_path, monkeypatch):
     task_dir = shutil.copytree(EXAMPLES / "rpn", tmp_path / "rpn")
-    (task_dir / "environment").mkdir()
     (task_dir / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n")
     env = 'env = { JUDGE_KEY = "${HOH_TEST_JUDGE_KEY}", MODE = "${HOH_TEST_MODE:-strict}" }\n'
     toml = (task_dir / "task.toml").read_text().replace("[verifier]\n", "[verifier]\n" + env)
@@ -176,7 +175,10 @@ def test_programbench_tasks_come_from_its_package():
     jq = next(t for i, t in tasks.items() if i.startswith("jqlang__jq"))
     assert jq["metadata"]["language"] == "c" and jq["metadata"]["tests"] > 100
     assert jq["metadata"]["image"].startswith("programbench/jqlang_1776_jq")
-    assert jq["grading"] == "grader_unavailable" and "needs Docker" in jq["reasons"][0]
+    if docker_engine_problem():  # CI runs a Docker engine now (for the Harbor tests)
+        assert jq["grading"] == "grader_unavailable" and "needs Docker" in jq["reasons"][0]
+    else:
+        assert jq["grading"] == "ok"
     filtered = hoh_bench("list", "programbench:^jqlang", "--json")
     assert [t["id"] for t in json.loads(filtered.stdout)["tasks"]] == [jq["id"]]
 

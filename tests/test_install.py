@@ -20,9 +20,17 @@ from conftest import DEMO, REPO
 
 IMPORT_ALL = """
 import importlib, pkgutil, hoh
-names = [m.name for m in pkgutil.walk_packages(hoh.__path__, "hoh.") if not m.name.endswith("__main__")]
+# hoh.harbor is the Harbor extra (Python >= 3.12): without it, importing it says what to install.
+names = [m.name for m in pkgutil.walk_packages(hoh.__path__, "hoh.", onerror=lambda name: None)
+         if not m.name.endswith("__main__") and not m.name.startswith("hoh.harbor")]
 for name in names:
     importlib.import_module(name)
+try:
+    import hoh.harbor
+except ImportError as err:
+    assert str(err) == "hoh.harbor needs Harbor: pip install 'hoh[harbor]' (Python >= 3.12)", err
+else:
+    raise AssertionError("hoh.harbor imported without Harbor")
 print(len(names))
 """
 

@@ -46,6 +46,8 @@ def mock_script(script: dict[str, Any], workspace: Path) -> dict[str, Any]:
         for action in developer.get("actions", []):
             if "write" in action:
                 dev_steps.append({"write": {"path": action["write"]["path"], "content": action["write"]["content"]}})
+                if action["write"].get("executable"):  # a CLI's write tool keeps the default mode
+                    dev_steps.append({"shell": f"chmod 755 {shlex.quote(action['write']['path'])}"})
             elif "run" in action:
                 dev_steps.append({"shell": action["run"]})
         qa = _load(loop_dir / "qa.json")

@@ -54,5 +54,6 @@ for name, fn in CHECKS.items():
         print(f"  {name}: {type(err).__name__}: {err}")
     passed += ok
     print("PASS" if ok else "FAIL", name)
-Path("/logs/verifier/reward.json").write_text(json.dumps({"reward": passed / len(CHECKS), "passed": passed,
-                                                          "total": len(CHECKS)}))
+print(f"{passed}/{len(CHECKS)} checks passed")
+# Every key of reward.json is a reward to Harbor, so only the score goes in it.
+Path("/logs/verifier/reward.json").write_text(json.dumps({"reward": passed / len(CHECKS)}))

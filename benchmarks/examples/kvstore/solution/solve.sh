@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reference solution: writes kv.sh into the current directory.
+# Reference solution. Harbor's oracle runs it in the task's workdir (/workspace, the image's WORKDIR),
+# so it writes the program there, as the verifier expects.
 set -euo pipefail
 cat > kv.sh <<'SH'
 #!/usr/bin/env bash

@@ -34,5 +34,6 @@ check set_get
 check errors
 check delete
 check list_sorted
-printf '{"reward": %s, "passed": %d, "total": %d}\n' "$(python3 -c "print($passed / $total)")" "$passed" "$total" \
-  > /logs/verifier/reward.json
+echo "$passed/$total checks passed"
+# Every key of reward.json is a reward to Harbor, so only the score goes in it.
+printf '{"reward": %s}\n' "$(python3 -c "print($passed / $total)")" > /logs/verifier/reward.json

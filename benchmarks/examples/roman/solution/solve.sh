@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reference solution: writes roman.py into the current directory (the project / /workspace).
+# Reference solution. Harbor's oracle runs it in the task's workdir (/workspace, the image's WORKDIR),
+# so it writes the program there, as the verifier expects.
 set -euo pipefail
 cat > roman.py <<'PY'
 """roman: convert between integers and Roman numerals."""

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reference solution: writes rpn.py into the current directory.
+# Reference solution. Harbor's oracle runs it in the task's workdir (/workspace, the image's WORKDIR),
+# so it writes the program there, as the verifier expects.
 set -euo pipefail
 cat > rpn.py <<'PY'
 """rpn: evaluate a Reverse Polish Notation expression."""

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reference solution: writes wordfreq.py into the current directory.
+# Reference solution. Harbor's oracle runs it in the task's workdir (/workspace, the image's WORKDIR),
+# so it writes the program there, as the verifier expects.
 set -euo pipefail
 cat > wordfreq.py <<'PY'
 """wordfreq: word frequencies of a text, most frequent first."""

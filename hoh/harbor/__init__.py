@@ -1,0 +1,14 @@
+"""hoh as a Harbor agent: `harbor run ... --agent hoh.harbor:HohAgent` (see README.md here).
+
+Needs Harbor (`pip install 'hoh[harbor]'`, Python >= 3.12). The part that runs inside the task
+environment is `hoh.taskrun`, which needs only hoh's core.
+"""
+
+try:
+    import harbor  # noqa: F401
+except ImportError:
+    raise ImportError("hoh.harbor needs Harbor: pip install 'hoh[harbor]' (Python >= 3.12)") from None
+
+from .agent import HohAgent, HohAgentOptions
+
+__all__ = ["HohAgent", "HohAgentOptions"]

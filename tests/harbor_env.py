@@ -1,0 +1,138 @@
+"""The real `harbor` CLI and Docker engine for the Harbor tests, and readers of what a job leaves.
+
+Harbor needs Python >= 3.12, so it runs from its own venv (with `hoh[harbor]` installed) as a
+subprocess: `$HOH_HARBOR` names its `harbor` executable, else `.venv-harbor/bin/harbor` in the
+repository. The engine is the one `$DOCKER_HOST` points at, with the examples' base image built
+(`.ci/docker-engine`). Missing either skips these tests, unless `HOH_REQUIRE_HARBOR=1` (CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from hoh.paths import TaskRunPaths
+
+EXAMPLES = REPO / "benchmarks" / "examples"
+BASE_IMAGE = "localhost/hoh-base:bookworm"
+VALIDITY_RULES = ("invalid-task-config", "unknown-config-field", "invalid-task-files")
+
+
+def find_harbor() -> Path | None:
+    for candidate in (os.environ.get("HOH_HARBOR"), REPO / ".venv-harbor" / "bin" / "harbor"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def docker_problem() -> str | None:
+    if shutil.which("docker") is None:
+        return "no docker CLI"
+    info = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True, text=True, timeout=60)
+    if info.returncode != 0:
+        return f"no Docker engine with {BASE_IMAGE} at DOCKER_HOST={os.environ.get('DOCKER_HOST', '(default)')} " \
+               f"({(info.stderr.strip().splitlines() or ['?'])[-1]}); see .ci/docker-engine"
+    return None
+
+
+@dataclass
+class Trial:
+    """One trial dir of a finished Harbor job."""
+
+    dir: Path
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return json.loads((self.dir / "result.json").read_text())
+
+    @property
+    def task(self) -> str:
+        return self.result["task_name"]
+
+    @property
+    def reward(self) -> float | None:
+        verifier = self.result.get("verifier_result") or {}
+        return (verifier.get("rewards") or {}).get("reward")
+
+    @property
+    def exception(self) -> tuple[str, str] | None:
+        info = self.result.get("exception_info")
+        return (info["exception_type"], info["exception_message"]) if info else None
+
+    @property
+    def agent(self) -> Path:
+        return self.dir / "agent"
+
+    def candidate_dir(self, t: int) -> Path:
+        """Where Harbor collected loop t's candidate artifact."""
+        return Path(TaskRunPaths.for_trial(self.dir).candidate_dir(t))
+
+    def hoh_summary(self) -> dict[str, Any]:
+        return json.loads(Path(TaskRunPaths.for_trial(self.dir).summary).read_text())
+
+
+class Harbor:
+    def __init__(self, exe: Path, cache: Path):
+        self.exe, self.cache = exe, cache
+
+    def env(self) -> dict[str, str]:
+        # One dependency cache for the whole session (the tests isolate HOME), and LiteLLM's
+        # bundled cost map instead of retried fetches of a remote one.
+        return {**os.environ, "XDG_CACHE_HOME": str(self.cache), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "COLUMNS": "200"}
+
+    def cli(self, *args: Any, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.exe), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                              env=self.env(), stdin=subprocess.DEVNULL)
+
+    def run(self, path: Path, jobs: Path, name: str, *args: Any, timeout: float = 900) -> list[Trial]:
+        """`harbor run -p PATH --env docker ...`; the trials of the job, by task name."""
+        result = self.cli("run", "-p", path, "--env", "docker", "-o", jobs, "--job-name", name, "-y", *args,
+                          timeout=timeout)
+        job = jobs / name
+        assert job.is_dir(), f"harbor run made no job dir (exit {result.returncode}): {result.stderr[-2000:]}"
+        trials = sorted((Trial(d) for d in job.iterdir() if (d / "result.json").is_file()), key=lambda t: t.task)
+        assert trials, f"no trial finished (exit {result.returncode}): {result.stdout[-2000:]}{result.stderr[-2000:]}"
+        return trials
+
+    def python(self, code: str) -> subprocess.CompletedProcess:
+        """Python code in Harbor's venv (hoh.harbor imports there)."""
+        return subprocess.run([str(self.exe.parent / "python"), "-c", code], capture_output=True, text=True,
+                              timeout=120, env=self.env(), stdin=subprocess.DEVNULL)
+
+    def lint(self, *tasks: Path) -> list[dict[str, Any]]:
+        rules = [a for rule in VALIDITY_RULES for a in ("--select", rule)]
+        result = self.cli("lint", *rules, "--json", *tasks)
+        return json.loads(result.stdout or "[]")
+
+
+@pytest.fixture(scope="session")
+def harbor(tmp_path_factory) -> Harbor:
+    required = bool(os.environ.get("HOH_REQUIRE_HARBOR"))
+    exe = find_harbor()
+    problem = "no harbor CLI: python3.12 -m venv .venv-harbor && .venv-harbor/bin/pip install -e '.[harbor]'" \
+        if exe is None else docker_problem()
+    if problem:
+        if required:
+            pytest.fail(f"Harbor and Docker are required (HOH_REQUIRE_HARBOR) but: {problem}")
+        pytest.skip(problem)
+    return Harbor(exe, tmp_path_factory.mktemp("harbor-cache"))
+
+
+def copy_task(name: str, dest: Path, *, timeout_sec: float | None = None) -> Path:
+    """A copy of an example task, optionally with another `[agent] timeout_sec`."""
+    task = shutil.copytree(EXAMPLES / name, dest)
+    if timeout_sec is not None:
+        toml = (task / "task.toml").read_text()
+        toml = toml.replace("[agent]\ntimeout_sec = 600.0", f"[agent]\ntimeout_sec = {timeout_sec}")
+        assert f"timeout_sec = {timeout_sec}" in toml
+        (task / "task.toml").write_text(toml)
+    return task

@@ -1,0 +1,213 @@
+"""hoh inside Harbor, end to end: the real `harbor` CLI runs the examples in real Docker containers
+with Harbor's own oracle and with `hoh.harbor:HohAgent` (the scripted harness, and the real
+OpenCode CLI against hoh's mock model server served inside the container); Harbor's verifier
+grades every trial. Asserted on what the jobs leave on disk: result.json, the hoh workspace and
+the candidate artifacts Harbor collected. Needs Harbor and Docker (see harbor_env.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+from harbor_env import EXAMPLES, Trial, copy_task, harbor  # noqa: F401 - harbor is a fixture
+
+from hoh import api
+from hoh.config import HohConfig
+from hoh.runtime.journal import Journal, RunHistory
+from hoh.testing.demo_mock import mock_script
+from hoh.testing.mock_llm import MockLLM
+
+AGENT = ("--agent", "hoh.harbor:HohAgent")
+SENTINEL = "sk-hoh-sentinel-4b1d"
+TASKS = ["csvstat", "kvstore", "roman", "rpn", "wordfreq"]
+
+
+def members(tar_path: Path) -> set[str]:
+    with tarfile.open(tar_path) as tar:
+        return {m.name for m in tar.getmembers() if m.isfile()}
+
+
+def frozen(trial: Trial, t: int) -> dict:
+    return json.loads((trial.agent / "hoh" / "state" / "loops" / f"{t:04d}" / "candidate.json").read_text())
+
+
+OPTIONS = """
+import json, sys
+from hoh.harbor import HohAgent, HohAgentOptions
+compose = lambda model=None, **kw: HohAgent.compose_config(HohAgentOptions(**kw), model)
+config = sys.argv[1]
+out = {}
+c = compose(config=config)
+out["file"] = [c.harness.name, c.loops, c.harness.model]
+c = compose(model="m", config=config, loops=5, overrides=["policy.max_retries=7", "loops=6"])
+out["layered"] = [c.harness.name, c.loops, c.harness.model, c.policy.max_retries]
+c = compose(harness="scripted")
+out["scripted"] = [c.harness.script, c.loops]
+for bad in ({"harness": "nope"}, {"overrides": ["no.such.key=1"]}, {"overrides": ["loops=0"]}):
+    try:
+        compose(**bad)
+    except ValueError as err:
+        out.setdefault("errors", []).append(str(err))
+print(json.dumps(out))
+"""
+
+
+def test_agent_options_layer_over_a_hoh_config_and_bad_ones_are_one_line(harbor, tmp_path):
+    config = tmp_path / "hoh.yaml"
+    config.write_text("harness: {name: opencode, model: big}\nloops: 4\n")
+    result = harbor.python(OPTIONS.replace("sys.argv[1]", repr(str(config))))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["file"] == ["opencode", 4, "big"]
+    assert out["layered"] == ["opencode", 6, "m", 7]
+    assert out["scripted"] == ["/opt/hoh/run/script.yaml", 3]
+    assert len(out["errors"]) == 3 and all(e.startswith("hoh agent: ") and "\n" not in e for e in out["errors"])
+    assert "unknown harness 'nope'" in out["errors"][0]
+
+
+def test_examples_are_valid_harbor_tasks_and_the_oracle_scores_one_on_each(harbor, tmp_path):
+    assert harbor.lint(*(EXAMPLES / t for t in TASKS)) == []
+    trials = harbor.run(EXAMPLES, tmp_path / "jobs", "oracle", "--agent", "oracle", "-n", "2")
+    assert [t.task for t in trials] == [f"hoh-examples/{t}" for t in TASKS]
+    for trial in trials:
+        assert trial.exception is None, trial.exception
+        assert trial.result["verifier_result"]["rewards"] == {"reward": 1.0}, trial.task
+
+
+def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harbor, tmp_path):
+    suite = tmp_path / "suite"
+    for name in ("roman", "kvstore"):
+        copy_task(name, suite / name)
+    # A server on this machine, named as Docker Desktop names the host: the container reaches it.
+    with MockLLM(host="0.0.0.0") as host_server:
+        port = host_server.port
+        trials = harbor.run(suite, tmp_path / "jobs", "scripted", *AGENT, "--ak", "harness=scripted",
+                            "--ak", "loops=2", "-n", "2", "--ak", f"base_url=http://host.docker.internal:{port}/v1")
+    roman = {t.task: t for t in trials}["hoh-examples/roman"]
+    for trial in trials:
+        assert trial.exception is None, trial.exception
+        assert trial.reward == 1.0, trial.task
+        ws = trial.agent / "hoh"
+        for name in ("journal.jsonl", "ledger.json", "INDEX.md"):
+            assert (ws / "state" / name).is_file()
+        history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
+        assert [(t, loop.status) for t, loop in sorted(history.loops.items())] == [(1, "partial"), (2, "pass")]
+        for t in (1, 2):
+            artifact = json.loads((trial.candidate_dir(t) / "candidate.json").read_text())
+            assert artifact["candidate_id"] == frozen(trial, t)["candidate_id"] == history.loops[t].candidate_id
+            assert artifact["workdir"] == "/workspace"
+            assert (trial.candidate_dir(t) / "candidate.tar").is_file()
+        assert not trial.candidate_dir(3).exists()
+        agent_result = trial.result["agent_result"]
+        assert agent_result["n_input_tokens"] == history.usage.input_tokens > 0
+        assert agent_result["n_output_tokens"] == history.usage.output_tokens > 0
+        assert [loop["verdict"] for loop in agent_result["metadata"]["hoh"]["loops"]] == ["partial", "pass"]
+        summary = trial.hoh_summary()
+        assert summary["workdir"] == "/workspace"
+        assert re.fullmatch(rf"http://\d+\.\d+\.\d+\.\d+:{port}/v1", summary["base_url"])
+    # Loop 1 wrote half the program, loop 2 the rest: each artifact is that loop's tree.
+    assert members(roman.candidate_dir(1) / "candidate.tar") == {"roman.py"}
+    assert members(roman.candidate_dir(2) / "candidate.tar") == {"roman.py", "roman_parse.py"}
+    assert "hoh loop 2/2: pass" in (roman.agent / "hoh-run.log").read_text()
+
+
+def test_hoh_with_the_real_opencode_cli_in_the_container(harbor, harness_bin, tmp_path):
+    """OpenCode's own binary, uploaded from this machine, replays the scripted build through its
+    own tools against the mock model served inside the container: same trees, same candidate ids."""
+    task = EXAMPLES / "kvstore"
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    shutil.copy(task / "instruction.md", ref / "spec.md")
+    config = HohConfig(loops=2).model_copy(update={"harness": HohConfig().harness.model_copy(
+        update={"script": str(task / "scripted" / "script.yaml")})})
+    assert api.build(ref / "spec.md", ref / "ws", config).status == "finished"
+    mock = tmp_path / "mock.json"
+    mock.write_text(json.dumps(mock_script(yaml.safe_load((task / "scripted" / "script.yaml").read_text()), ref / "ws")))
+
+    # The key comes through Harbor's --ae and hoh's api_key_env (OpenCode reads it by name); hoh
+    # redacts it from everything it writes.
+    [trial] = harbor.run(task, tmp_path / "jobs", "opencode", *AGENT, "-m", "mock-model", "--ak", "harness=opencode",
+                         "--ak", "loops=2", "--ak", f"mock_llm={mock}", "--ak", f"harness_bin={harness_bin}",
+                         "--ak", "api_key_env=HOH_TEST_KEY", "--ae", f"HOH_TEST_KEY={SENTINEL}")
+    assert trial.exception is None, trial.exception
+    assert trial.reward == 1.0
+    history = RunHistory.read(Journal(trial.agent / "hoh" / "state" / "journal.jsonl"))
+    assert trial.hoh_summary()["harness"] == "opencode"
+    assert [loop.candidate_id for loop in history.loop_list()] == [loop["candidate_id"] for loop in
+                                                                   api.status(ref / "ws")["loops"]]
+    developer = json.loads((trial.agent / "hoh" / "state" / "loops" / "0001" / "roles" / "developer" / "attempt-1"
+                            / "result.json").read_text())
+    assert developer["ok"] and developer["harness"]["tool_calls"] >= 1
+    assert trial.result["agent_result"]["n_input_tokens"] == history.usage.input_tokens > 0
+    with tarfile.open(trial.candidate_dir(2) / "candidate.tar") as tar:  # written by OpenCode's own tools
+        assert tar.getmember("kv.sh").mode & 0o111
+    requests = [json.loads(line) for line in (trial.agent / "hoh-mock-llm.jsonl").read_text().splitlines()]
+    assert requests and {r["headers"]["authorization"] for r in requests} == {f"<redacted len={len('Bearer ' + SENTINEL)}>"}
+    written = [p for p in (trial.agent / "hoh").rglob("*") if p.is_file() and not p.is_symlink()]
+    assert not [p for p in written if SENTINEL.encode() in p.read_bytes()]
+
+
+def sleepy(task: Path, loop: int, role: str) -> None:
+    path = task / "scripted" / "script.yaml"
+    script = yaml.safe_load(path.read_text())
+    entry = script["loops"][loop][role]
+    entry["actions"] = [{"sleep": 600}, *entry.get("actions", [])]
+    path.write_text(yaml.safe_dump(script, sort_keys=False))
+
+
+def test_the_task_timeout_is_the_whole_run_s_budget(harbor, tmp_path):
+    suite = tmp_path / "suite"
+    cut = copy_task("roman", suite / "cut", timeout_sec=45.0)
+    sleepy(cut, 2, "developer")  # loop 2 cannot finish in time
+    short = copy_task("rpn", suite / "short", timeout_sec=25.0)
+    sleepy(short, 1, "planner")  # not even the first role can
+    trials = {t.task: t for t in harbor.run(suite, tmp_path / "jobs", "budget", *AGENT, "--ak", "loops=2", "-n", "2")}
+
+    cut = trials["hoh-examples/roman"]
+    assert cut.exception is None, cut.exception  # a budget that ends a later loop is an ordinary end
+    assert cut.reward == 0.5  # what the verifier graded is loop 1's candidate, restored
+    summary = cut.hoh_summary()
+    assert summary["status"] == "out_of_time" and summary["loops_finished"] == 1
+    assert cut.candidate_dir(1).is_dir() and not cut.candidate_dir(2).exists()
+
+    short = trials["hoh-examples/rpn"]
+    kind, message = short.exception
+    assert kind == "TaskEnvironmentError" and "\n" not in message
+    assert "before hoh's first role (the planner of loop 1) finished" in message
+    assert short.reward is None  # not graded: no silent zero
+
+
+def test_what_the_environment_lacks_ends_the_trial_in_one_line(harbor, tmp_path):
+    """One agent (the pi harness, a role timeout of 900s), three tasks, each lacking one thing:
+    the trial ends with an exception naming it, ungraded: never a silent zero."""
+    suite = tmp_path / "suite"
+    no_python = copy_task("wordfreq", suite / "no-python", timeout_sec=1200.0)
+    dockerfile = no_python / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN rm -f /usr/bin/python3*\n")
+    copy_task("rpn", suite / "short", timeout_sec=600.0)
+    copy_task("kvstore", suite / "no-npm", timeout_sec=1200.0)
+    trials = harbor.run(suite, tmp_path / "jobs", "lacks", *AGENT, "--ak", "harness=pi", "--ak", "loops=1",
+                        "--ak", 'overrides=["timeouts.wall_seconds=900"]', "-n", "3")
+    expected = {"hoh-examples/wordfreq": "the task environment has no python3",
+                "hoh-examples/rpn": "the task's agent timeout (600s) is shorter than one hoh role",
+                "hoh-examples/kvstore": "the pi harness cannot be installed in the task environment offline"}
+    assert {t.task for t in trials} == set(expected)
+    for trial in trials:
+        kind, message = trial.exception
+        assert kind == "TaskEnvironmentError" and expected[trial.task] in message and "\n" not in message, message
+        assert trial.reward is None
+
+
+def test_an_endpoint_the_container_cannot_reach_ends_the_trial_in_one_line(harbor, tmp_path):
+    [trial] = harbor.run(EXAMPLES / "wordfreq", tmp_path / "jobs", "endpoint", *AGENT, "--ak", "loops=1",
+                         "--ak", "base_url=http://host.docker.internal:9/v1")
+    kind, message = trial.exception
+    assert kind == "TaskEnvironmentError" and "\n" not in message
+    assert message.startswith("the model endpoint http://host.docker.internal:9/v1 (http://")
+    assert "is not reachable from the task environment (Connection refused)" in message
+    assert trial.reward is None
