@@ -131,9 +131,20 @@ class TaskRun:
                      "--config", str(self.s.config), "--loops", "1"]
             if self.base_url:
                 argv += ["--set", f"harness.base_url={self.base_url}"]
+            argv += self.sandbox_setting()
         else:
             argv += ["resume", "-w", str(self.ws.root), "--loops", "1"]
         return argv + ["-q"]
+
+    def sandbox_setting(self) -> list[str]:
+        """The OS jail where this environment allows one; else say plainly what protects each area."""
+        from ..harness.jail import probe
+        if load_config(self.s.config).sandbox.mode == "off" or (problem := probe()) is None:
+            return []
+        self.say(f"no OS jail in this environment ({problem}); running with sandbox.mode=off: the container "
+                 "bounds every role, the harness's own flags apply, and hoh's guard checks the project, the "
+                 "history, state/ and the journal after every attempt and puts back any change")
+        return ["--set", "sandbox.mode=off"]
 
     def run_loop(self, t: int) -> tuple[int | None, str]:
         """Run loop t; (exit code, hoh's first error line), or (None, "") when the budget ran out.
