@@ -1,4 +1,4 @@
-"""Plans the Runtime writes itself, when no Planner runs (Developer-only loops, the oracle)."""
+"""Plans the Runtime writes itself, when no Planner runs (Developer-only loops)."""
 
 from __future__ import annotations
 

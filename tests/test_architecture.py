@@ -97,17 +97,13 @@ def test_prompts_and_the_mock_share_the_marker():
 
 
 def test_single_task_plans_are_valid_plans():
-    from hoh.harness.oracle import plan as oracle_plan
     from hoh.runtime.loop import spec_as_plan
-    for plan in (spec_as_plan(4), oracle_plan(4)):
-        assert schema_errors("plan", plan) == []
+    assert schema_errors("plan", spec_as_plan(4)) == []
 
 
 def test_only_the_choke_point_starts_processes():
-    # Agent-side programs (the scripted agent, the oracle) are harnesses, not hoh; the old bench
-    # grader goes with issue 10.
-    allowed = {"harness/process.py", "testing/scripted_agent.py", "harness/oracle.py", "bench/verifier.py",
-               "bench/programbench.py", "bench/ray_executor.py"}
+    # The scripted agent is a harness program, not hoh.
+    allowed = {"harness/process.py", "testing/scripted_agent.py"}
     offenders = []
     for path in modules():
         rel = path.relative_to(PACKAGE).as_posix()

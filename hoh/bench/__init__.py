@@ -1,17 +1,16 @@
-"""The benchmark runner: many hoh builds, one per task, graded after every loop (DESIGN.md §6).
+"""The benchmark runner on Harbor (DESIGN.md §6): per task, hoh as a Harbor agent, then every loop's
+candidate graded by the task's own Harbor verifier (HoH@1..@T); modes, ablations, reports.
 
-    tasks.py         the Task type and `load_suite` (a Harbor dir, a dir of them, or `programbench`)
-    harbor.py        the Harbor task-directory loader (task.toml, instruction.md, tests/, solution/)
-    programbench.py  ProgramBench through its own package: task list, submission packaging, grading
-    verifier.py      grading a frozen candidate: Harbor's tests/test.sh in a bubblewrap view, rewards
-    modes.py         hoh | vanilla | continuation and the --ablate switches → a hoh config per trial
-    trial.py         one task → one hoh run under OUT, graded loop by loop (HoH@1..@T), resumable
-    executors.py     the executor contract, its registry and the local (N workers) executor
-    ray_executor.py  the same on a Ray cluster (ray imported only when chosen)
-    results.py       the OUT directory: run.json (settings a rerun must match), trial records
-    report.py        summaries (mean score per loop, pass rate, tokens), Markdown, --compare
-    runner.py        a whole run: suite → trials to (re)run → executor → records and summary
+    settings.py      BenchSettings: suite, environment, harness or Harbor's oracle, mode, ablations, T
+    suite.py         the suite's tasks through Harbor's task model; Harbor's preflight of env and agent
+    jobs.py          one Harbor job: its JobConfig file, `harbor run -c`, stopping it on Ctrl-C
+    runner.py        a whole run: checks → OUT → per task an agent job, then a grade job → summary
+    results.py       the OUT directory and reading Harbor's trial results (no Harbor import)
+    records.py       one record per task: HoH@t per loop, rewards per key, errors, tokens
+    report.py        summaries, Markdown, comparisons, pairwise win rates and Dominance
+    programbench.py  ProgramBench through its package: instances → Harbor tasks, graded by the package
+    listing.py       `hoh bench list`
 
-Arrows point down only: cli → runner → {trial, executors} → {verifier, tasks} → hoh.api. Nothing
-here prints; `hoh/cli/bench.py` renders.
+The grading trials use `hoh.harbor:CandidateAgent`, which replays one loop's recorded candidate
+into a fresh environment of the task. Nothing here prints; `hoh/cli/bench.py` renders.
 """

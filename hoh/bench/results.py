@@ -1,71 +1,90 @@
-"""The OUT directory of a benchmark run: the one place that builds its paths, and its records.
+"""The OUT directory of a benchmark run, and the per-task records read back from Harbor's job dirs.
 
     OUT/
-      run.json                    settings of the run (BenchSettings); a rerun must match them
-      bench.lock                  held by the one `hoh bench run` working here
-      summary.json summary.md     the summary, rewritten after every run and by `hoh bench report`
-      trials/<task-id>/
-        trial.json                the trial's record (TRIAL_SCHEMA_VERSION), written when it ends
-        progress.json             what the trial is doing now (for live progress; not a record)
-        spec.md                   the task's instruction, frozen: the hoh spec
-        workspace/                the trial's hoh workspace (hoh status -w … works on it)
-        grades/loop-0001/
-          grade.json              the verifier's verdict on loop 1's frozen candidate
-          logs/verifier/          what the verifier wrote (reward.txt / reward.json, its own logs)
-          verifier-stdout.txt     tests/test.sh's output
+      run.json                  the run's settings (BenchSettings); a rerun must match them
+      tasks.json                the suite's tasks as planned (key, Harbor task config) and the dirs
+                                Harbor would skip, with its reason
+      hoh.yaml                  the --config every trial starts from (when one was given)
+      bench.lock                held by the one `hoh bench run` working here
+      jobs/KEY.agent/           Harbor's job: the task's agent trial (hoh in its mode, or Harbor's oracle)
+      jobs/KEY.grade/           Harbor's job: one trial per loop that left a candidate of its own, each
+                                loop's candidate replayed into a fresh environment and verified
+                                (loop 0, A_0 as the task ships it, with Harbor's nop agent, when needed)
+      harbor/KEY.agent.json .log .err   the JobConfig hoh bench gave `harbor run -c`, and its output
+      grades/KEY/loop-000T.json  ProgramBench only: the package's grade of loop T's candidate
+      summary.json summary.md   written after every run and by `hoh bench report`
 
-A trial record: task, suite, mode, ablate, harness, model, loops, `scores` (one entry per
-graded loop: loop, hoh status, candidate, score, grade status), final_score, tokens, cost_usd,
-wall_seconds, outcome (completed | error | grader_unavailable | invalid), error.
+Nothing here imports Harbor: records are read from the JSON Harbor writes, so `hoh bench report`
+works wherever hoh does. A loop's grade is Harbor's verifier result of that loop's candidate
+(`rewards`, every key kept); a loop that left no candidate of its own carries the grade of the
+newest one before it (its tree did not change); a grade Harbor could not compute is an error with
+Harbor's exception type and message, never a score.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from .. import __version__
 from ..errors import StateError, UsageError
-from ..fsutil import atomic_write_json
-from .modes import BenchSettings
+from ..paths import TaskRunPaths
+from .settings import CANDIDATE_AGENT, BenchSettings
 
-RUN_SCHEMA_VERSION = 1
-TRIAL_SCHEMA_VERSION = 1
+RUN_SCHEMA_VERSION = 2
+TASKS_SCHEMA_VERSION = 1
 GRADE_SCHEMA_VERSION = 1
-FINISHED = ("completed",)
-"""Outcomes a rerun keeps; `error` is kept unless --retry-errors; the rest are re-evaluated."""
+SCORE_KEY = "reward"
 
 
 @dataclass(frozen=True)
-class TrialPaths:
-    root: Path
+class JobFiles:
+    """One Harbor job of a run: OUT/jobs/NAME (Harbor's) and OUT/harbor/NAME.{json,log,err} (hoh bench's)."""
+
+    out: Path
+    name: str
 
     @property
-    def record(self) -> Path:
-        return self.root / "trial.json"
+    def dir(self) -> Path:
+        return self.out / "jobs" / self.name
 
     @property
-    def progress(self) -> Path:
-        return self.root / "progress.json"
+    def jobs_dir(self) -> Path:
+        return self.out / "jobs"
 
     @property
-    def spec(self) -> Path:
-        return self.root / "spec.md"
+    def config(self) -> Path:
+        return self.out / "harbor" / f"{self.name}.json"
 
     @property
-    def workspace(self) -> Path:
-        return self.root / "workspace"
+    def stdout(self) -> Path:
+        return self.out / "harbor" / f"{self.name}.log"
 
-    def grade_dir(self, loop: int) -> Path:
-        return self.root / "grades" / f"loop-{loop:04d}"
+    @property
+    def stderr(self) -> Path:
+        return self.out / "harbor" / f"{self.name}.err"
 
-    def grade(self, loop: int) -> Path:
-        return self.grade_dir(loop) / "grade.json"
+    def trial_dirs(self) -> list[Path]:
+        """Trial dirs holding a result.json, by name."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(d for d in self.dir.iterdir() if (d / "result.json").is_file())
+
+    def stored_config(self) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.dir / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def complete(self) -> bool:
+        """Harbor finished this job and every trial it planned has a result."""
+        try:
+            result = json.loads((self.dir / "result.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return bool(result.get("finished_at")) and len(self.trial_dirs()) >= int(result.get("n_total_trials") or 0)
 
 
 @dataclass(frozen=True)
@@ -77,8 +96,20 @@ class RunPaths:
         return self.root / "run.json"
 
     @property
+    def tasks(self) -> Path:
+        return self.root / "tasks.json"
+
+    @property
+    def hoh_config(self) -> Path:
+        return self.root / "hoh.yaml"
+
+    @property
     def lock(self) -> Path:
         return self.root / "bench.lock"
+
+    @property
+    def jobs(self) -> Path:
+        return self.root / "jobs"
 
     @property
     def summary_json(self) -> Path:
@@ -88,116 +119,130 @@ class RunPaths:
     def summary_md(self) -> Path:
         return self.root / "summary.md"
 
-    @property
-    def trials(self) -> Path:
-        return self.root / "trials"
+    def agent_job(self, key: str) -> JobFiles:
+        return JobFiles(self.root, f"{key}.agent")
 
-    def trial(self, task_id: str) -> TrialPaths:
-        return TrialPaths(self.trials / task_id)
+    def grade_job(self, key: str) -> JobFiles:
+        return JobFiles(self.root, f"{key}.grade")
+
+    def package_grade(self, key: str, loop: int) -> Path:
+        return self.root / "grades" / key / f"loop-{loop:04d}.json"
 
 
-def read_json(path: Path, what: str, newest: int) -> dict[str, Any]:
+def read_json(path: Path, what: str, newest: int | None = None) -> dict[str, Any]:
     """A persisted JSON object; corrupt or newer-than-us files are refused, never overwritten."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         raise StateError(f"{path}: corrupt {what} (not JSON); nothing was overwritten") from None
-    if not isinstance(data, dict) or not isinstance(data.get("schema_version"), int):
-        raise StateError(f"{path}: corrupt {what} (no schema_version); nothing was overwritten")
-    if data["schema_version"] > newest:
-        raise StateError(f"{path}: {what} written by a newer hoh; upgrade hoh")
-    return data
-
-
-def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
-    diffs = []
-    for key in sorted(old.keys() | new.keys()):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            diffs += _differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            diffs.append(f"{prefix}{key}: {json.dumps(a)} in OUT, {json.dumps(b)} now")
-    return diffs
-
-
-def open_run(out: Path, settings: BenchSettings) -> RunPaths:
-    """Start OUT, or continue it when its settings equal these; a mismatch is refused with the difference."""
-    paths = RunPaths(out.expanduser().resolve())
-    if paths.settings.exists():
-        diffs = _differences(normalized(_stored_settings(paths)), normalized(settings))
-        if diffs:
-            raise UsageError(f"{paths.root} holds a run with other settings ({'; '.join(diffs)}); "
-                             "use another -o, or the same options as before")
-        return paths
-    if paths.root.exists() and not paths.root.is_dir():
-        raise UsageError(f"-o {paths.root} exists and is not a directory")
-    if paths.root.exists() and any(paths.root.iterdir()):
-        raise UsageError(f"-o {paths.root} is not empty and holds no benchmark run (no run.json); choose another -o")
-    try:
-        paths.trials.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"cannot create -o {paths.root}: {err.strerror}") from None
-    atomic_write_json(paths.settings, {"schema_version": RUN_SCHEMA_VERSION, "created_by": f"hoh {__version__}",
-                                       "settings": settings.model_dump(mode="json")})
-    return paths
-
-
-def _stored_settings(paths: RunPaths) -> BenchSettings:
-    stored = read_json(paths.settings, "run settings", RUN_SCHEMA_VERSION)
-    try:
-        settings = BenchSettings.model_validate(stored.get("settings"))
-        settings.base_config()
-        return settings
-    except ValidationError as err:
-        raise StateError(f"{paths.settings}: unreadable run settings ({err.errors()[0]['msg']}); "
-                         "nothing was overwritten") from None
-
-
-def normalized(settings: BenchSettings) -> dict[str, Any]:
-    """Settings with the hoh config's defaults filled in, so a default added by a newer hoh is no difference."""
-    data = settings.model_dump(mode="json")
-    data["hoh"] = settings.base_config().model_dump(mode="json")
+    if not isinstance(data, dict):
+        raise StateError(f"{path}: corrupt {what} (not an object); nothing was overwritten")
+    if newest is not None:
+        if not isinstance(data.get("schema_version"), int):
+            raise StateError(f"{path}: corrupt {what} (no schema_version); nothing was overwritten")
+        if data["schema_version"] > newest:
+            raise StateError(f"{path}: {what} written by a newer hoh; upgrade hoh")
     return data
 
 
 def load_run(out: Path) -> tuple[RunPaths, BenchSettings]:
-    paths = RunPaths(out.expanduser().resolve())
+    paths = RunPaths(Path(out).expanduser().resolve())
     if not paths.settings.is_file():
-        raise UsageError(f"{paths.root} is not a benchmark run (no run.json); "
-                         f"create one with: hoh bench run SUITE -o {out}")
-    return paths, _stored_settings(paths)
+        raise UsageError(f"{paths.root} is not a benchmark run (no run.json); create one with: "
+                         f"hoh bench run SUITE -o {out}")
+    stored = read_json(paths.settings, "run settings", RUN_SCHEMA_VERSION)
+    if stored["schema_version"] < RUN_SCHEMA_VERSION:
+        raise UsageError(f"{paths.root} was written by the old hoh bench (before Harbor); rerun it into a new -o")
+    try:
+        return paths, BenchSettings.model_validate(stored.get("settings"))
+    except ValueError as err:
+        raise StateError(f"{paths.settings}: unreadable run settings ({str(err).splitlines()[0]}); "
+                         "nothing was overwritten") from None
 
 
-def read_record(paths: TrialPaths) -> dict[str, Any] | None:
-    if not paths.record.is_file():
-        return None
-    return read_json(paths.record, "trial record", TRIAL_SCHEMA_VERSION)
-
-
-def write_record(paths: TrialPaths, record: dict[str, Any]) -> None:
-    atomic_write_json(paths.record, record)
-
-
-def records(paths: RunPaths) -> list[dict[str, Any]]:
-    """Every trial record of the run, sorted by task id."""
-    if not paths.trials.is_dir():
+# ---- reading Harbor's trials ---------------------------------------------------------------------
+def trial_results(job_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(trial dir, result.json) of every finished trial of a Harbor job, by trial name."""
+    if not job_dir.is_dir():
         return []
-    found = [read_record(paths.trial(d.name)) for d in sorted(paths.trials.iterdir()) if d.is_dir()]
-    return [r for r in found if r is not None]
+    found = []
+    for trial in sorted(d for d in job_dir.iterdir() if (d / "result.json").is_file()):
+        found.append((trial, read_json(trial / "result.json", "Harbor trial result")))
+    return found
 
 
-def write_progress(paths: TrialPaths, **fields: Any) -> None:
-    """Live state for the progress display: cheap (no fsync), and never read back as truth."""
-    tmp = paths.progress.with_name(f".progress.{os.getpid()}.tmp")
+def harbor_error(result: dict[str, Any]) -> str | None:
+    info = result.get("exception_info")
+    if not info:
+        return None
+    message = (info.get("exception_message") or "").strip()
+    return f"{info.get('exception_type')}: {message}" if message else str(info.get("exception_type"))
+
+
+def rewards_of(result: dict[str, Any]) -> dict[str, float] | None:
+    verifier = result.get("verifier_result") or {}
+    rewards = verifier.get("rewards")
+    return dict(rewards) if isinstance(rewards, dict) and rewards else None
+
+
+def score_of(rewards: dict[str, float] | None) -> float | None:
+    """The score of a grade: `reward` when present, else the only key (as Harbor's mean reads one key)."""
+    if not rewards:
+        return None
+    if SCORE_KEY in rewards:
+        return float(rewards[SCORE_KEY])
+    return float(next(iter(rewards.values()))) if len(rewards) == 1 else None
+
+
+def seconds_between(result: dict[str, Any]) -> float | None:
     try:
-        tmp.write_text(json.dumps(fields), encoding="utf-8")
-        os.replace(tmp, paths.progress)
-    except OSError:
-        pass
+        start = datetime.fromisoformat(str(result["started_at"]).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(result["finished_at"]).replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return round((end - start).total_seconds(), 2)
 
 
-def read_progress(paths: TrialPaths) -> dict[str, Any]:
-    try:
-        return json.loads(paths.progress.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+def grade_loop(result: dict[str, Any]) -> int | None:
+    """Which loop a grade trial graded: its CandidateAgent's `loop`, 0 for Harbor's nop (A_0)."""
+    agent = (result.get("config") or {}).get("agent") or {}
+    if agent.get("import_path") == CANDIDATE_AGENT:
+        return int((agent.get("kwargs") or {}).get("loop", -1))
+    if agent.get("name") == "nop":
+        return 0
+    return None
+
+
+def grade(rewards: dict[str, float] | None, error: str | None, trial: str | None) -> dict[str, Any]:
+    if rewards is None and error is None:
+        error = "the verifier produced no reward"
+    return {"rewards": rewards, "score": score_of(rewards) if error is None or rewards else None,
+            "error": None if rewards else error, "trial": trial}
+
+
+def grades_of(paths: RunPaths, key: str) -> dict[int, dict[str, Any]]:
+    """loop → its grade (Harbor's grade job, or the ProgramBench package's grade files)."""
+    found: dict[int, dict[str, Any]] = {}
+    for trial, result in trial_results(paths.grade_job(key).dir):
+        loop = grade_loop(result)
+        if loop is not None:
+            found[loop] = grade(rewards_of(result), harbor_error(result), str(trial))
+    package = paths.root / "grades" / key
+    if package.is_dir():
+        for path in sorted(package.glob("loop-*.json")):
+            data = read_json(path, "ProgramBench grade", GRADE_SCHEMA_VERSION)
+            found[int(data["loop"])] = grade(data.get("rewards"), data.get("error"), None)
+    return found
+
+
+def last_error(files: "JobFiles") -> str | None:
+    """The last line Harbor printed to stderr (a traceback's exception line), else to stdout."""
+    for path in (files.stderr, files.stdout):
+        try:
+            lines = [line.strip(" │\t") for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+        except OSError:
+            continue
+        lines = [line for line in lines if line and not set(line) <= set("─╭╮╰╯━ ")]
+        if lines:
+            return lines[-1][:2000]
+    return None

@@ -1,126 +1,235 @@
-"""A whole benchmark run: the suite's tasks → the trials still to run → an executor → records, summary.
+"""A whole benchmark run: checks → OUT → per task, a Harbor agent job then a Harbor grade job → summary.
 
-Rerunning the same command on the same OUT keeps every completed trial, resumes the unfinished
-ones from their hoh journals, and reruns errored ones only with `retry_errors`. Invalid tasks
-are recorded as such and the rest of the suite runs; a suite with no valid task is refused.
+Each task runs as its own pair of Harbor jobs (`KEY.agent`, then `KEY.grade` with one trial per
+loop to grade), so one task that makes Harbor stop (an environment it cannot provide, say) is an
+error of that task with Harbor's reason while the others run on, and each task is graded as soon
+as its agent trial ends. `--jobs N` is the number of Harbor trials in flight at once, over all
+tasks. Rerunning the same command resumes: complete jobs are not started again, unfinished ones
+are resumed by Harbor (finished trials kept, unfinished ones rerun from their start).
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
-from ..config import HohConfig
+import yaml
+
+from .. import __version__
+from ..config import load_config
 from ..errors import UsageError
 from ..fsutil import atomic_write_json, atomic_write_text
-from ..harness import registry
 from ..runtime.lock import WorkspaceLock
-from . import executors
-from .executors import OnDone, OnStart
-from .modes import BenchSettings, check, trial_config
-from .report import compare, compare_markdown, markdown, summarize
-from .results import RunPaths, load_run, open_run, read_record, records, write_record
-from .tasks import Suite, load_suite
-from .trial import TrialSpec, invalid_record
+from . import programbench, suite as suites
+from .jobs import Running, run_job
+from .records import grading_plan, records_of, task_record
+from .report import markdown, summarize
+from .results import RUN_SCHEMA_VERSION, TASKS_SCHEMA_VERSION, RunPaths, load_run, read_json, trial_results
+from .settings import CANDIDATE_AGENT, BenchSettings, check
+
+OnStart = Callable[[str, str], None]
+"""(task key, what starts: "agent" | "grade")"""
+OnDone = Callable[[dict[str, Any]], None]
+
+
+def bench_settings(suite: str, **options: Any) -> BenchSettings:
+    """Settings for a run, checked; a suite given as a path is resolved, so one suite named two ways is one."""
+    options["ablate"] = check(options.get("mode", "hoh"), options.get("ablate", []), options["loops"],
+                              options.get("harness", "scripted"))
+    if not programbench.is_programbench(suite) and Path(suite).expanduser().exists():
+        suite = str(Path(suite).expanduser().resolve())
+    return BenchSettings(suite=suite, **options)
+
+
+class Slots:
+    """At most N Harbor trials in flight: an agent job takes one, a grade job one per parallel trial."""
+
+    def __init__(self, n: int):
+        self.free, self.size = n, n
+        self.cond = threading.Condition()
+
+    @contextmanager
+    def take(self, k: int) -> Iterator[None]:
+        k = max(1, min(k, self.size))
+        with self.cond:
+            self.cond.wait_for(lambda: self.free >= k)
+            self.free -= k
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.free += k
+                self.cond.notify_all()
 
 
 @dataclass
 class RunResult:
     paths: RunPaths
-    suite: Suite
-    ran: list[str] = field(default_factory=list)
-    """Task ids whose trials ran (or resumed) in this invocation."""
-    kept: list[str] = field(default_factory=list)
-    """Task ids whose earlier records were kept."""
     records: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    ran: list[str] = field(default_factory=list)
+    """Task keys whose jobs were started (or resumed) in this invocation."""
 
 
-def bench_settings(suite: str, *, config: HohConfig, mode: str, ablate: list[str], loops: int,
-                   task_filter: str | None = None, grade_on_host: bool = False) -> BenchSettings:
-    """Settings for a run (mode, ablations and loops checked); the suite path is resolved, so the same
-    suite named two ways is one suite."""
-    ablate = check(mode, ablate, loops)
-    named = suite == "programbench" or suite.startswith("programbench:")
-    resolved = suite if named else str(Path(suite).expanduser().resolve())
-    return BenchSettings(suite=resolved, task_filter=task_filter, mode=mode, ablate=ablate, loops=loops,
-                         grade_on_host=grade_on_host, hoh=config.model_dump(mode="json"))
+def open_run(out: Path, settings: BenchSettings) -> RunPaths:
+    """Start OUT, or continue it when its settings equal these; a mismatch is refused with the difference."""
+    paths = RunPaths(out.expanduser().resolve())
+    if paths.settings.exists():
+        _, stored = load_run(paths.root)
+        diffs = [f"{k}: {v!r} in OUT, {getattr(settings, k)!r} now" for k, v in stored.model_dump().items()
+                 if getattr(settings, k) != v]
+        if diffs:
+            raise UsageError(f"{paths.root} holds a run with other settings ({'; '.join(diffs)}); use another -o, "
+                             "or the same options as before")
+        return paths
+    if paths.root.exists() and not paths.root.is_dir():
+        raise UsageError(f"-o {paths.root} exists and is not a directory")
+    if paths.root.exists() and any(paths.root.iterdir()):
+        raise UsageError(f"-o {paths.root} is not empty and holds no benchmark run (no run.json); choose another -o")
+    try:
+        paths.jobs.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot create -o {paths.root}: {err.strerror}") from None
+    if settings.hoh is not None:
+        atomic_write_text(paths.hoh_config, yaml.safe_dump(settings.hoh, sort_keys=False))
+    atomic_write_json(paths.settings, {"schema_version": RUN_SCHEMA_VERSION, "created_by": f"hoh {__version__}",
+                                       "settings": settings.model_dump(mode="json")})
+    return paths
+
+
+def frozen_config(config: Path | None) -> dict[str, Any] | None:
+    """The --config file as data (checked now), to be frozen into OUT."""
+    if config is None:
+        return None
+    return load_config(config).model_dump(mode="json")
 
 
 def _nothing(*_: Any) -> None:
     return None
 
 
-def plan_trials(settings: BenchSettings, paths: RunPaths, suite: Suite, *,
-                retry_errors: bool) -> tuple[list[TrialSpec], list[str]]:
-    """The trials to run now, and the ids of those whose records stand."""
-    config = trial_config(settings).model_dump(mode="json")
-    labels = {"suite": settings.suite, "mode": settings.mode, "ablate": list(settings.ablate)}
-    specs, kept = [], []
-    for task in suite.tasks:
-        trial = paths.trial(task.id)
-        if not task.valid:
-            trial.root.mkdir(parents=True, exist_ok=True)
-            write_record(trial, invalid_record(task, config, labels))
-            continue
-        record = read_record(trial)
-        outcome = record["outcome"] if record else None
-        if outcome == "completed" or (outcome == "error" and not retry_errors):
-            kept.append(task.id)
-            continue
-        specs.append(TrialSpec(task=task, root=trial.root, config=config,
-                               grade_on_host=settings.grade_on_host, labels=labels))
-    return specs, kept
+class Bench:
+    """One invocation of `hoh bench run` on one OUT."""
+
+    def __init__(self, settings: BenchSettings, paths: RunPaths, jobs: int, on_start: OnStart, on_done: OnDone):
+        self.settings, self.paths = settings, paths
+        self.slots = Slots(jobs)
+        self.jobs = jobs
+        self.running = Running()
+        self.on_start, self.on_done = on_start, on_done
+        config = str(paths.hoh_config) if settings.hoh is not None else None
+        self.agent = settings.agent_config(config)
+
+    def job(self, name: str, agents: list[dict[str, Any]], task: dict[str, Any], n: int,
+            verify: bool = True) -> dict[str, Any]:
+        config: dict[str, Any] = {"job_name": name, "jobs_dir": str(self.paths.jobs), "n_concurrent_trials": n,
+                                  "quiet": True, "environment": self.settings.environment_config(),
+                                  "agents": agents, "tasks": [task]}
+        if not verify:
+            config["verifier"] = {"disable": True}
+        return config
+
+    def run_task(self, entry: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Run (or resume) one task's jobs; its record, and whether anything was started."""
+        key, started = entry["key"], False
+        if entry.get("error"):
+            return task_record(self.paths, self.settings, entry), started
+        graded_by_package = programbench.is_programbench(self.settings.suite)
+        agent = self.paths.agent_job(key)
+        if not agent.complete() and not self.running.stopping.is_set():
+            with self.slots.take(1):
+                self.on_start(key, "agent")
+                started = True
+                run_job(agent, self.job(agent.name, [self.agent], entry["config"], 1, verify=not graded_by_package),
+                        self.running)
+        trials = trial_results(agent.dir)
+        if trials and not self.settings.is_oracle and not self.running.stopping.is_set():
+            trial, result = trials[-1]
+            plan = grading_plan(trial, result, self.settings.loops)
+            if plan and graded_by_package:
+                started |= programbench.grade_loops(self.paths, self.settings, key, trial, plan, self.slots)
+            elif plan and not self.paths.grade_job(key).complete():
+                n = min(len(plan), self.jobs)
+                agents = [{"name": "nop"} if t == 0 else
+                          {"import_path": CANDIDATE_AGENT, "kwargs": {"trial": str(trial), "loop": t}} for t in plan]
+                with self.slots.take(n):
+                    self.on_start(key, "grade")
+                    started = True
+                    run_job(self.paths.grade_job(key), self.job(f"{key}.grade", agents, entry["config"], n),
+                            self.running)
+        return task_record(self.paths, self.settings, entry), started
+
+    def run(self, entries: list[dict[str, Any]]) -> RunResult:
+        result = RunResult(self.paths)
+        records: dict[str, dict[str, Any]] = {}
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.jobs, len(entries))), thread_name_prefix="hoh-bench")
+        try:
+            futures = {pool.submit(self.run_task, entry): entry["key"] for entry in entries}
+            for future in as_completed(futures):
+                record, started = future.result()
+                records[futures[future]] = record
+                if started:
+                    result.ran.append(record["task"])
+                self.on_done(record)
+        except BaseException:
+            # Ctrl-C: every Harbor in flight is asked to stop as on its own Ctrl-C (it cancels its
+            # trials and removes their environments); a rerun resumes their jobs.
+            self.running.stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
+        result.records = [records[e["key"]] for e in entries]
+        return result
 
 
-def run_bench(settings: BenchSettings, out: Path, *, executor: str = "local", jobs: int = 1,
-              retry_errors: bool = False, executor_options: dict[str, Any] | None = None,
-              on_plan=None, on_start: OnStart = _nothing, on_done: OnDone = _nothing) -> RunResult:
-    """Run (or continue) the benchmark in OUT; `on_plan(specs, kept)` is told what will run before it does."""
-    suite = load_suite(settings.suite, settings.task_filter)
-    if not suite.valid:
-        reasons = "; ".join(f"{t.id}: {', '.join(t.problems)}" for t in suite.invalid[:5])
-        raise UsageError(f"suite {settings.suite} has no valid task ({reasons})")
-    runner = executors.create(executor, jobs, **(executor_options or {}))
-    registry.create(settings.base_config().harness).check_available()  # refuse before any trial starts
+def plan_tasks(settings: BenchSettings, paths: RunPaths, found: suites.Suite) -> list[dict[str, Any]]:
+    """tasks.json: what this run covers. Kept from the first run, so a rerun covers the same tasks."""
+    if paths.tasks.exists():
+        stored = read_json(paths.tasks, "task list", TASKS_SCHEMA_VERSION)
+        return stored["tasks"]
+    entries = [{"key": t.key, "config": t.config, **({"error": t.error} if t.error else {})} for t in found.tasks]
+    atomic_write_json(paths.tasks, {"schema_version": TASKS_SCHEMA_VERSION, "suite": found.spec, "tasks": entries,
+                                    "invalid": [{"task": name, "reason": why} for name, why in found.invalid]})
+    return entries
+
+
+def run_bench(settings: BenchSettings, out: Path, *, jobs: int = 1, on_plan: Callable[[int, int], None] = _nothing,
+              on_start: OnStart = _nothing, on_done: OnDone = _nothing) -> RunResult:
+    """Run (or continue) the benchmark in OUT. Everything that can be refused is refused before OUT is touched."""
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    suites.harbor()
+    paths = RunPaths(out.expanduser().resolve())
+    config = str(paths.hoh_config) if settings.hoh is not None else None
+    suites.preflight(settings, settings.agent_config(config))
+    packaged = programbench.is_programbench(settings.suite)
+    found = programbench.suite(settings, paths) if packaged else suites.resolve(settings)
     paths = open_run(out, settings)
-    with WorkspaceLock(paths.lock):  # two runners on one OUT would run the same trials twice
-        specs, kept = plan_trials(settings, paths, suite, retry_errors=retry_errors)
-        if on_plan:
-            on_plan(specs, kept)
-        if specs:
-            runner.run(specs, on_start, on_done)
-        result = RunResult(paths, suite, ran=[s.task.id for s in specs], kept=kept)
-        result.records, result.summary = write_summary(paths, settings, suite)
+    with WorkspaceLock(paths.lock):  # two runners on one OUT would start the same jobs twice
+        entries = plan_tasks(settings, paths, found)
+        if packaged:
+            programbench.materialize(settings, paths, entries)
+        bench = Bench(settings, paths, jobs, on_start, on_done)
+        on_plan(len(entries), sum(1 for e in entries if paths.agent_job(e["key"]).complete()))
+        result = bench.run(entries)
+        result.summary = write_summary(paths, settings, result.records)
     return result
 
 
 def write_summary(paths: RunPaths, settings: BenchSettings,
-                  suite: Suite | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Summarise the records of the suite's tasks (all records when no suite) into summary.json/.md."""
-    found = records(paths)
-    if suite is not None:
-        ids = {t.id for t in suite.tasks}
-        found = [r for r in found if r["task"] in ids]
-    summary = summarize(found, settings.model_dump(mode="json"))
+                  records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    found, invalid = records_of(paths, settings)
+    summary = summarize(records if records is not None else found, settings.model_dump(mode="json"), invalid)
     atomic_write_json(paths.summary_json, summary)
     atomic_write_text(paths.summary_md, markdown(summary))
-    return found, summary
+    return summary
 
 
 def report_run(out: Path) -> tuple[RunPaths, dict[str, Any]]:
-    """Recompute a run's summary from its trial records (and rewrite summary.json/.md)."""
+    """Recompute a run's summary from its Harbor jobs (and rewrite summary.json/.md)."""
     paths, settings = load_run(out)
-    return paths, write_summary(paths, settings)[1]
-
-
-def compare_runs(out_a: Path, out_b: Path) -> tuple[dict[str, Any], str]:
-    """Two runs side by side; written to A's OUT as compare-<B>.json/.md."""
-    paths_a, summary_a = report_run(out_a)
-    paths_b, summary_b = report_run(out_b)
-    cmp = compare(summary_a, summary_b)
-    text = compare_markdown(cmp, str(paths_a.root), str(paths_b.root))
-    atomic_write_json(paths_a.root / f"compare-{paths_b.root.name}.json", cmp)
-    atomic_write_text(paths_a.root / f"compare-{paths_b.root.name}.md", text)
-    return cmp, text
+    return paths, write_summary(paths, settings)

@@ -10,5 +10,6 @@ except ImportError:
     raise ImportError("hoh.harbor needs Harbor: pip install 'hoh[harbor]' (Python >= 3.12)") from None
 
 from .agent import HohAgent, HohAgentOptions
+from .candidate import CandidateAgent, CandidateOptions
 
-__all__ = ["HohAgent", "HohAgentOptions"]
+__all__ = ["CandidateAgent", "CandidateOptions", "HohAgent", "HohAgentOptions"]

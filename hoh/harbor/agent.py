@@ -116,6 +116,14 @@ class HohAgent(BaseAgent):
     @staticmethod
     def compose_config(options: HohAgentOptions | None, model: str | None) -> HohConfig:
         """hoh.yaml for the run: the config file (or hoh's defaults), then the options, then `overrides`."""
+        config = HohAgent.layered_config(options, model)
+        if config.harness.name == "scripted":  # the script is uploaded to a fixed place
+            config = apply_overrides(config, [], {"harness.script": str(SCRIPT)})
+        return config
+
+    @staticmethod
+    def layered_config(options: HohAgentOptions | None, model: str | None) -> HohConfig:
+        """The layers as given, before the scripted harness's script is pointed at its upload."""
         options = options or HohAgentOptions()
         try:
             base = load_config(Path(options.config).expanduser()) if options.config else HohConfig()
@@ -123,8 +131,6 @@ class HohAgent(BaseAgent):
                      "harness.api_key_env": options.api_key_env, "loops": options.loops}
             config = apply_overrides(base, options.overrides, flags)
             registry.check_name(config.harness.name)
-            if config.harness.name == "scripted":  # the script is uploaded to a fixed place
-                config = apply_overrides(config, [], {"harness.script": str(SCRIPT)})
             return config
         except UsageError as err:
             raise ValueError(f"hoh agent: {err}") from None
@@ -165,7 +171,9 @@ class HohAgent(BaseAgent):
             config.write_text(dump_config(self.hoh_config), encoding="utf-8")
             await environment.upload_file(config, str(CONFIG))
         if self.hoh_config.harness.name == "scripted":
-            script = Path(self.options.script).expanduser() if self.options.script else task_dir / "scripted" / "script.yaml"
+            # --ak script, else a script the config names (harness.script), else the task's own.
+            named = self.options.script or self.layered_config(self.options, self.model_name).harness.script
+            script = Path(named).expanduser() if named else task_dir / "scripted" / "script.yaml"
             if not script.is_file():
                 raise TaskEnvironmentError(f"the scripted harness needs a script: {script} not found; the task may "
                                            "carry scripted/script.yaml, or pass --ak script=PATH")

@@ -10,7 +10,6 @@ from .base import HarnessAdapter
 
 ADAPTERS: dict[str, str] = {
     "scripted": "hoh.harness.scripted:ScriptedAdapter",
-    "oracle": "hoh.harness.oracle:OracleAdapter",
     "codex": "hoh.harness.codex:CodexAdapter",
     "opencode": "hoh.harness.opencode:OpenCodeAdapter",
     "pi": "hoh.harness.pi:PiAdapter",
