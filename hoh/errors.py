@@ -47,3 +47,9 @@ class TaskEnvironmentError(HohError):
     agent timeout is shorter than one role. The message names what is missing."""
 
     exit_code = 2
+
+
+class Interrupted(HohError):
+    """The user stopped hoh (Ctrl-C, SIGTERM); the message says how to continue."""
+
+    exit_code = 130

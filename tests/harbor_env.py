@@ -84,10 +84,21 @@ class Harbor:
         self.exe, self.cache = exe, cache
 
     def env(self) -> dict[str, str]:
-        # One dependency cache for the whole session (the tests isolate HOME), and LiteLLM's
-        # bundled cost map instead of retried fetches of a remote one.
+        # One dependency cache for the whole session (the tests isolate HOME), LiteLLM's bundled
+        # cost map instead of retried fetches of a remote one, and no telemetry: offline, its
+        # end-of-job event only costs every job ~8 s of CPU importing LiteLLM's provider list.
         return {**os.environ, "XDG_CACHE_HOME": str(self.cache), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                "COLUMNS": "200"}
+                "HARBOR_TELEMETRY": "0", "COLUMNS": "200"}
+
+    def hoh(self, *args: Any, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """`hoh ...` from Harbor's venv (where `hoh bench run` can drive Harbor)."""
+        return subprocess.run([str(self.exe.parent / "python"), "-m", "hoh", *map(str, args)], capture_output=True,
+                              text=True, timeout=timeout, env={**self.env(), **(env or {})}, stdin=subprocess.DEVNULL)
+
+    def hoh_async(self, *args: Any) -> subprocess.Popen:
+        return subprocess.Popen([str(self.exe.parent / "python"), "-m", "hoh", *map(str, args)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(),
+                                stdin=subprocess.DEVNULL)
 
     def cli(self, *args: Any, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([str(self.exe), *map(str, args)], capture_output=True, text=True, timeout=timeout,
@@ -125,6 +136,30 @@ def harbor(tmp_path_factory) -> Harbor:
             pytest.fail(f"Harbor and Docker are required (HOH_REQUIRE_HARBOR) but: {problem}")
         pytest.skip(problem)
     return Harbor(exe, tmp_path_factory.mktemp("harbor-cache"))
+
+
+def finish(procs: dict[str, subprocess.Popen], timeout: float = 900) -> dict[str, subprocess.CompletedProcess]:
+    """Wait for concurrent `hoh bench run`s; each must succeed."""
+    done = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=timeout)
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        assert proc.returncode == 0, (name, stdout[-3000:], stderr[-3000:])
+    return done
+
+
+@pytest.fixture(scope="session")
+def bench_runs(harbor, tmp_path_factory) -> dict[str, Path]:
+    """`hoh bench run benchmarks/examples` on Docker, once per session and concurrently: Harbor's oracle,
+    and hoh with the scripted harness over three loops."""
+    root = tmp_path_factory.mktemp("bench-runs")
+    runs = {"oracle": root / "oracle", "scripted": root / "scripted"}
+    procs = {"oracle": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "oracle", "--env", "docker",
+                                        "-o", runs["oracle"], "-j", "3", "-q"),
+             "scripted": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "scripted", "--loops", "3",
+                                          "--env", "docker", "-o", runs["scripted"], "-j", "4", "-q")}
+    finish(procs)
+    return runs
 
 
 def copy_task(name: str, dest: Path, *, timeout_sec: float | None = None) -> Path:

@@ -1,9 +1,10 @@
 """Harbor jobs as `hoh bench` runs them: a JobConfig file, `harbor run -c FILE`, and what it left.
 
-Each job is a plain `harbor run` of this Python's Harbor (`python -m harbor.cli.main`), so the job
-dir is Harbor's own (`harbor view OUT/jobs` shows it) and rerunning the same config resumes it:
-finished trials are kept, unfinished ones are rerun. A job whose every trial finished is not
-started again at all, so an identical rerun of `hoh bench run` is immediate.
+Each job is a plain `harbor run -c CONFIG` of this Python's Harbor (`python -m harbor.cli.main`),
+so the job dir is Harbor's own (`harbor view OUT/jobs` shows it); a job Harbor started before is
+continued with `harbor job resume`: finished trials are kept, unfinished and cancelled ones rerun.
+A job whose every trial finished is not started again at all, so an identical rerun of
+`hoh bench run` is immediate.
 
 The job's output goes to a log beside its config; when Harbor stops with an error, the error's
 last line (Harbor's own message) is what the trial records show.
@@ -68,19 +69,20 @@ def harbor_env() -> dict[str, str]:
 
 
 def run_job(files: JobFiles, config: dict[str, Any], running: Running) -> JobOutcome:
-    """Write the job's config and run (or resume) it with Harbor; returns when Harbor exits."""
-    stored = files.stored_config()
-    if stored is not None:
-        # Harbor resumes a job only with the config it started with; --jobs may differ between runs.
-        config = {**config, "n_concurrent_trials": stored.get("n_concurrent_trials", config["n_concurrent_trials"])}
-    atomic_write_json(files.config, config)
+    """Run the job with Harbor, or resume it when Harbor has started it before: `harbor job resume`
+    keeps every finished trial and reruns the unfinished and the cancelled ones, with the config
+    the job started with (so a rerun with another --jobs resumes it too)."""
+    if files.stored_config() is None:
+        atomic_write_json(files.config, config)
+        argv = [sys.executable, "-m", "harbor.cli.main", "run", "-c", str(files.config), "-y"]
+    else:
+        argv = [sys.executable, "-m", "harbor.cli.main", "job", "resume", "-p", str(files.dir)]
     pid_box: list[int] = []
 
     def spawned(pid: int) -> None:
         pid_box.append(pid)
         running.add(pid)
 
-    argv = [sys.executable, "-m", "harbor.cli.main", "run", "-c", str(files.config), "-y"]
     try:
         result = run_process(argv, cwd=files.out, env=harbor_env(), stdin=None, stdout_path=files.stdout,
                              stderr_path=files.stderr, wall_timeout=float("inf"), idle_timeout=float("inf"),

@@ -24,6 +24,7 @@ Harbor's exception type and message, never a score.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +38,14 @@ RUN_SCHEMA_VERSION = 2
 TASKS_SCHEMA_VERSION = 1
 GRADE_SCHEMA_VERSION = 1
 SCORE_KEY = "reward"
+
+
+def _cancelled(path: Path) -> bool:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8")).get("exception_info") or {}
+    except (OSError, ValueError):
+        return True
+    return info.get("exception_type") == "CancelledError"
 
 
 @dataclass(frozen=True)
@@ -79,12 +88,16 @@ class JobFiles:
             return None
 
     def complete(self) -> bool:
-        """Harbor finished this job and every trial it planned has a result."""
+        """Harbor finished this job, every trial it planned has a result, and none was cancelled
+        (an interrupted run leaves cancelled trials, which `harbor job resume` reruns)."""
         try:
             result = json.loads((self.dir / "result.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
-        return bool(result.get("finished_at")) and len(self.trial_dirs()) >= int(result.get("n_total_trials") or 0)
+        trials = self.trial_dirs()
+        if not result.get("finished_at") or len(trials) < int(result.get("n_total_trials") or 0):
+            return False
+        return not any(_cancelled(trial / "result.json") for trial in trials)
 
 
 @dataclass(frozen=True)
@@ -235,14 +248,22 @@ def grades_of(paths: RunPaths, key: str) -> dict[int, dict[str, Any]]:
     return found
 
 
-def last_error(files: "JobFiles") -> str | None:
-    """The last line Harbor printed to stderr (a traceback's exception line), else to stdout."""
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Group)):\s")
+
+
+def last_error(files: JobFiles) -> str | None:
+    """Harbor's own error: the last exception line of its stderr (a traceback, maybe of an exception
+    group), else its last line of output."""
+    fallback = None
     for path in (files.stderr, files.stdout):
         try:
-            lines = [line.strip(" │\t") for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
-        lines = [line for line in lines if line and not set(line) <= set("─╭╮╰╯━ ")]
-        if lines:
-            return lines[-1][:2000]
-    return None
+        lines = [line.strip().lstrip("|│ ").strip() for line in lines]
+        lines = [line for line in lines if line and not set(line) <= set("─╭╮╰╯━+-=^~ ")]
+        for line in reversed(lines):
+            if EXCEPTION_LINE.match(line):
+                return line[:2000]
+        fallback = fallback or (lines[-1][:2000] if lines else None)
+    return fallback

@@ -10,8 +10,9 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from ..errors import UsageError
+from ..errors import Interrupted, UsageError
 from .usage import UsageCommand
 
 # hoh.bench is imported inside the commands: `hoh --help` and the other commands never load it.
@@ -45,10 +46,10 @@ def render_summary(console: Console, summary: dict[str, Any]) -> None:
     for t in summary["tasks"]:
         tokens = t["tokens"]
         total = f"{tokens['input'] + tokens['output']:,}" if tokens else "–"
-        table.add_row(t["task"], t["outcome"], *[fmt(s) for s in t["scores"]], total,
-                      f"{fmt(t['wall_seconds'], 1)}s", (t["error"] or "")[:160])
+        table.add_row(Text(t["task"]), t["outcome"], *[fmt(s) for s in t["scores"]], total,
+                      f"{fmt(t['wall_seconds'], 1)}s", Text((t["error"] or "")[:300]))
     for bad in summary["invalid"]:
-        table.add_row(bad["task"], "invalid", *["–" for _ in ks], "–", "–", bad["reason"][:160])
+        table.add_row(Text(bad["task"]), "invalid", *["–" for _ in ks], "–", "–", Text(bad["reason"][:300]))
     table.add_section()
     tok = summary["tokens"]
     table.add_row("[bold]mean", f"{summary['scored']}/{summary['trials']} scored",
@@ -123,8 +124,7 @@ def run(
     try:
         result = run_bench(settings, out_dir, jobs=jobs, on_plan=planned, on_start=started, on_done=finished)
     except KeyboardInterrupt:
-        print("hoh: interrupted; Harbor stopped its trials; rerun the same command to resume", file=sys.stderr)
-        raise typer.Exit(130)
+        raise Interrupted("interrupted; Harbor stopped its trials; rerun the same command to resume them") from None
     render_summary(out, result.summary)
     plain(out, f"Harbor jobs: {result.paths.jobs} (harbor view {result.paths.jobs}) · summary: {result.paths.summary_md}")
     if result.summary["errors"] or any(r["outcome"] == "pending" for r in result.records):
@@ -178,7 +178,7 @@ def report(
         table.add_column(f"vs {chr(65 + i)}")
     table.add_column("Dominance")
     for i, name in enumerate(rates["runs"]):
-        table.add_row(f"{chr(65 + i)} = {name}", *[fmt(v) if v is not None else "" for v in rates["matrix"][i]],
+        table.add_row(Text(f"{chr(65 + i)} = {name}"), *[fmt(v) if v is not None else "" for v in rates["matrix"][i]],
                       fmt(rates["dominance"][i]))
     out.print(table)
 
@@ -191,7 +191,7 @@ def render_comparison(out_dir: Path, other: Path, cmp: dict[str, Any]) -> None:
         for col in (title, "A", "B", "B − A"):
             table.add_column(col)
         for row in rows:
-            table.add_row(row[key], fmt(row["a"]), fmt(row["b"]), fmt(row["delta"]))
+            table.add_row(Text(row[key]), fmt(row["a"]), fmt(row["b"]), fmt(row["delta"]))
         out.print(table)
     rate = cmp["b_win_rate"]
     plain(out, f"B over A: {rate['wins']} wins, {rate['ties']} ties, {rate['losses']} losses on {rate['tasks']} "
@@ -216,8 +216,8 @@ def list_tasks(
     for row in rows:
         meta = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
                          for k, v in row["metadata"].items() if v not in (None, "", [], False))
-        table.add_row(row["name"], row["description"], meta, row["status"] + (f"\n· {row['reason']}"
-                                                                               if row.get("reason") else ""))
+        table.add_row(Text(row["name"]), Text(row["description"]), Text(meta),
+                      Text(row["status"] + (f"\n· {row['reason']}" if row.get("reason") else "")))
     out.print(table)
     counts: dict[str, int] = {}
     for row in rows:

@@ -139,7 +139,9 @@ class HohAgent(BaseAgent):
     async def setup(self, environment: BaseEnvironment) -> None:
         task = budget.task_of(environment)
         if task.has_steps:
-            raise TaskEnvironmentError("multi-step tasks ([[steps]]) are not supported by the hoh agent yet")
+            raise TaskEnvironmentError("multi-step tasks ([[steps]]) are not supported by the hoh agent: hoh builds "
+                                       "from one spec, and grading one step's loops would need the earlier steps "
+                                       "replayed first; run the steps as separate tasks")
         facts = await install.probe(environment)
         self._workdir = environment.task_env_config.workdir or facts.cwd
         self._budget = budget.agent_timeout(environment, task)

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+mkdir -p /logs/verifier
+cd /workspace
+ok=0; [ "$(bash greet.sh ann 2>/dev/null)" = "hello ann" ] && ok=1
+echo 0.25 > /logs/verifier/reward.txt
+printf '{"reward": %s}\n' "$ok" > /logs/verifier/reward.json
