@@ -18,7 +18,6 @@ from hoh.config import HohConfig, apply_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "demo"
-EXAMPLES = REPO / "benchmarks" / "examples"
 
 GREET = 'import sys\nprint("hello " + (sys.argv[1] if len(sys.argv) > 1 else "world"))\n'
 
@@ -125,20 +124,6 @@ def run_hoh(*args: str, cwd: Path | None = None, timeout: float = 120) -> subpro
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "hoh", *map(str, args)], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-@pytest.fixture(scope="session")
-def bench_runs(tmp_path_factory) -> dict[str, Path]:
-    """`hoh bench run benchmarks/examples` with the oracle, and with the scripted agent over two loops."""
-    root = tmp_path_factory.mktemp("bench-runs")
-    runs = {"oracle": root / "oracle", "scripted": root / "scripted"}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(root))
-        for name, extra in (("oracle", []), ("scripted", ["--loops", "2"])):
-            result = run_hoh("bench", "run", EXAMPLES, "--harness", name, *extra, "-o", runs[name], "-q",
-                             "--grade-on-host", timeout=600)  # the examples' images are Docker images
-            assert result.returncode == 0, result.stderr
-    return runs
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""`hoh bench report --html`: HoH@k curves of an oracle and a scripted run on benchmarks/examples,
-checked from the HTML against the runs' own summaries; the model's rules; bad input."""
+"""`hoh bench report --html`: HoH@k curves of Harbor's oracle and hoh's scripted run on benchmarks/examples
+(Harbor on Docker, the session's `bench_runs`), checked from the HTML against the runs' own summaries;
+the model's rules; bad input."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_hoh
+from harbor_env import bench_runs, harbor  # noqa: F401 - fixtures
 from report_html import Page
 from test_cli import _fails_cleanly
 
@@ -25,19 +27,19 @@ def test_oracle_and_scripted_runs_show_hoh_curves(bench_runs, tmp_path):
     out = tmp_path / "bench.html"
     result = run_hoh("bench", "report", bench_runs["oracle"], "--html", "--compare", bench_runs["scripted"], "-o", out)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["oracle · hoh: HoH@1 1.000", "scripted · hoh: HoH@1 0.500 → HoH@2 1.000",
-                                          f"report: {out}"]
+    assert result.stdout.splitlines() == ["oracle: HoH@1 1.000",
+                                          "scripted · hoh: HoH@1 0.500 → HoH@2 1.000 → HoH@3 1.000", f"report: {out}"]
     page = Page(out)
     page.assert_self_contained()
     summaries = {name: json.loads((path / "summary.json").read_text()) for name, path in bench_runs.items()}
 
     curves = page.plot_data()["curves"]["runs"]
-    assert [c["label"] for c in curves] == ["oracle · hoh", "scripted · hoh"]
+    assert [c["label"] for c in curves] == ["oracle", "scripted · hoh"]
     for curve, name in zip(curves, ("oracle", "scripted")):
-        expected = summaries[name]["mean_score_by_loop"]
+        expected = summaries[name]["hoh_at"]
         assert [p["mean"] for p in curve["curve"]] == [e["mean"] for e in expected]
         assert [p["n"] for p in curve["curve"]] == [e["n"] for e in expected]
-    assert [p["min"] for p in curves[1]["curve"]] == [0.5, 1.0]  # every example scores 0.5, then 1.0
+    assert [p["min"] for p in curves[1]["curve"]] == [0.5, 1.0, 1.0]  # every example scores 0.5, then 1.0
     svg = page.svg("curves")
     assert 'id="curves-mean-0"' in svg and 'id="curves-mean-1"' in svg and 'id="curves-range-1"' in svg
     final = page.plot_data()["final"]
@@ -46,21 +48,20 @@ def test_oracle_and_scripted_runs_show_hoh_curves(bench_runs, tmp_path):
 
     # tables: HoH@k per run, pass rates, one row per task with both runs' scores, no errors
     rows = re.findall(r'<tr data-run="\d">(.*?)</tr>', page.text, re.S)
-    assert "1.000" in rows[0] and re.search(r"0\.500</td>\s*<td class=\"n\">1\.000", rows[1])
+    assert "1.000" in rows[0] and re.search(r"0\.500</td><td class=\"n\">1\.000</td><td class=\"n\">1\.000", rows[1])
     assert all(page.ids[f"task-{task}"] == "tr" for task in TASKS)
     csv_row = page.text[page.text.index('<tr id="task-csvstat">'):]
-    assert re.findall(r'<td class="n">([\d.+–-]+)</td>', csv_row)[:4] == ["1.000", "0.500", "1.000", "+0.000"]
+    assert re.findall(r'<td class="n">([\d.+–-]+)</td>', csv_row)[:5] == ["1.000", "0.500", "1.000", "1.000", "+0.000"]
     assert "None: every trial completed and was graded." in page.text
-    tokens = sum(sum((json.loads((bench_runs["scripted"] / "trials" / t / "trial.json").read_text())["tokens"] or {})
-                     .get(k, 0) for k in ("input", "output")) for t in TASKS)
-    assert f"{tokens:,}" in page.text
+    tokens = sum(t["tokens"]["input"] + t["tokens"]["output"] for t in summaries["scripted"]["tasks"])
+    assert tokens > 0 and f"{tokens:,}" in page.text
 
 
 def test_the_adapter_agrees_with_the_text_summary(bench_runs):
     for path in bench_runs.values():
         run = run_from_results(path)
         summary = report_run(path)[1]
-        assert [p["mean"] for p in run.curve()] == [e["mean"] for e in summary["mean_score_by_loop"]]
+        assert [p["mean"] for p in run.curve()] == [e["mean"] for e in summary["hoh_at"]]
         assert run.final_mean() == summary["final_mean"]
         assert run.curve()[-1]["pass_rate"] == summary["pass_rate"]
         assert run.outcomes() == summary["outcomes"]
@@ -102,8 +103,9 @@ def test_bad_input_writes_nothing(bench_runs, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(bench_runs["scripted"], broken, symlinks=True)
     (broken / "report.html").unlink(missing_ok=True)
-    (broken / "trials" / "rpn" / "trial.json").write_text("{")
-    _fails_cleanly(run_hoh("bench", "report", broken, "--html"), "trial.json")
+    [result] = (broken / "jobs" / "rpn.agent").glob("*/result.json")
+    result.write_text("{")
+    _fails_cleanly(run_hoh("bench", "report", broken, "--html"), "corrupt Harbor trial result")
     assert not (broken / "report.html").exists()
 
 
@@ -116,11 +118,11 @@ def test_compare_needs_a_run(bench_runs, tmp_path: Path, args):
 def test_text_report_compares_with_each_run(bench_runs):
     one = run_hoh("bench", "report", bench_runs["scripted"], "--compare", bench_runs["oracle"], "--json")
     assert one.returncode == 0, one.stderr
-    assert json.loads(one.stdout)["rows"][0] == {"metric": "HoH@1", "a": 0.5, "b": 1.0, "delta": 0.5}
+    assert json.loads(one.stdout)["comparisons"][0]["rows"][0] == {"metric": "HoH@1", "a": 0.5, "b": 1.0, "delta": 0.5}
     two = run_hoh("bench", "report", bench_runs["scripted"], "--compare", bench_runs["oracle"],
                   "--compare", bench_runs["scripted"], "--json")
     assert two.returncode == 0, two.stderr
-    assert [c["rows"][0]["delta"] for c in json.loads(two.stdout)] == [0.5, 0.0]
+    assert [c["rows"][0]["delta"] for c in json.loads(two.stdout)["comparisons"]] == [0.5, 0.0]
     human = run_hoh("bench", "report", bench_runs["scripted"], "--compare", bench_runs["oracle"],
                     "--compare", bench_runs["scripted"])
     assert human.returncode == 0 and human.stdout.count("B − A") == 4  # two tables per comparison

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_hoh
+from harbor_env import bench_runs, harbor  # noqa: F401 - fixtures
 from long_run import make_long_workspace
 
 from hoh.report import write_workspace_report

@@ -145,11 +145,17 @@ def preflight(settings: BenchSettings, agent: dict[str, Any]) -> None:
                              "as module.path:ClassName") from None
     try:
         EnvironmentFactory.run_preflight(type=kind, import_path=env if kind is None else None)
-        AgentFactory.run_preflight(AgentConfig.model_validate(agent), skip_credential_checks=True)
     except SystemExit as err:
         raise UsageError(f"--env {env}: {err.code}" if isinstance(err.code, str) else
                          f"--env {env}: Harbor's preflight failed") from None
-    except (ImportError, AttributeError) as err:
-        raise UsageError(f"--env {env}: cannot import it ({err})") from None
-    except ValueError as err:
-        raise UsageError(str(err).strip().splitlines()[0]) from None
+    except (ImportError, AttributeError, ValueError) as err:
+        raise UsageError(f"--env {env}: cannot use it ({_first_line(err)})") from None
+    try:
+        AgentFactory.run_preflight(AgentConfig.model_validate(agent), skip_credential_checks=True)
+    except (ValueError, SystemExit) as err:
+        raise UsageError(_first_line(err)) from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err.code if isinstance(err, SystemExit) else err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
