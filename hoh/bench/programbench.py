@@ -88,6 +88,9 @@ def is_programbench(spec: str) -> bool:
 
 
 def _load_data():
+    # The package starts every container with --cpus 10 unless told otherwise, which an engine with
+    # fewer cores refuses; it reads the setting once, at import.
+    os.environ.setdefault("PROGRAMBENCH_DOCKER_CPUS", str(min(10, os.cpu_count() or 1)))
     try:
         from programbench.utils import load_data
     except ImportError:
