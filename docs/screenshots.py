@@ -1,14 +1,16 @@
-"""Remake the README's screenshots of the two HTML reports (needs `pip install -e '.[test]'` and Chromium).
+"""Remake the README's screenshots of the two HTML reports (needs `pip install -e '.[test]'`, Chromium,
+and for the benchmark Harbor with a Docker engine, as the Harbor tests find them: tests/harbor_env.py).
 
     python docs/screenshots.py
 
-Builds the demo (3 loops, then 1 more) and the example benchmark with the oracle and the scripted
-agent (2 loops) in a temporary directory, writes both reports, and saves the top of each page,
-resized and palette-reduced, as docs/workspace-report.png and docs/bench-report.png.
+Builds the demo (3 loops, then 1 more) and runs the example benchmark on Docker with Harbor's oracle
+and the scripted agent (2 loops) in a temporary directory, writes both reports, and saves the top of
+each page, resized and palette-reduced, as docs/workspace-report.png and docs/bench-report.png.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -24,8 +26,14 @@ ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-
 WIDTH = 1000
 
 
-def hoh(*args: object) -> None:
-    subprocess.run([sys.executable, "-m", "hoh", *map(str, args)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+def hoh(*args: object, python: str = sys.executable) -> None:
+    subprocess.run([python, "-m", "hoh", *map(str, args)], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+
+
+def harbor_python() -> str:
+    """The Python of Harbor's venv (Harbor needs >= 3.12): `hoh bench run` drives Harbor from there."""
+    harbor = Path(os.environ.get("HOH_HARBOR") or REPO / ".venv-harbor" / "bin" / "harbor")
+    return str(harbor.parent / "python")
 
 
 def shoot(page, html: Path, out: Path, height: int) -> None:
@@ -47,8 +55,8 @@ def main() -> None:
         hoh("resume", "-w", ws, "--loops", "1", "-q")
         hoh("report", "-w", ws, "-o", tmp / "workspace.html")
         for name, extra in (("oracle", []), ("scripted", ["--loops", "2"])):
-            hoh("bench", "run", "benchmarks/examples", "--harness", name, *extra, "-o", tmp / name, "-q",
-                "--grade-on-host")
+            hoh("bench", "run", "benchmarks/examples", "--harness", name, *extra, "--env", "docker", "-o", tmp / name,
+                "-q", python=harbor_python())
         hoh("bench", "report", tmp / "oracle", "--html", "--compare", tmp / "scripted", "-o", tmp / "bench.html")
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)

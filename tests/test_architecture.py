@@ -132,6 +132,12 @@ def test_the_cli_entry_imports_no_runtime_and_no_bench():
     assert proc.stdout.strip() == "[]"
 
 
+def test_the_bench_commands_load_rich_and_the_bench_only_when_run():
+    code = "import sys, hoh.cli.bench; print(sorted(m for m in sys.modules if m.startswith(('rich', 'hoh.bench'))))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
 def test_a_corrupt_past_qa_report_is_one_line_naming_the_file(tmp_path):
     ws = tmp_path / "ws"
     demo = REPO / "examples" / "demo"

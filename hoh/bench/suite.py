@@ -29,8 +29,8 @@ def harbor() -> None:
     try:
         import harbor as _  # noqa: F401
     except ImportError:
-        raise UsageError("hoh bench run drives Harbor: pip install 'hoh[harbor]' (Python >= 3.12) and run hoh "
-                         "from that environment") from None
+        raise UsageError("hoh bench runs and lists suites through Harbor: pip install 'hoh[harbor]' "
+                         "(Python >= 3.12) and run hoh from that environment") from None
 
 
 @dataclass(frozen=True)

@@ -7,25 +7,33 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import Interrupted, UsageError
 from .usage import UsageCommand
 
-# hoh.bench is imported inside the commands: `hoh --help` and the other commands never load it.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# hoh.bench and rich's consoles and tables are imported inside the commands: `hoh --help` and the
+# other commands never load them.
 
 app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False,
                   help="Benchmarks on Harbor: one hoh run per task, every loop graded by the task's verifier (HoH@1..@T).")
-out = Console()
-err = Console(stderr=True)
+
+
+@lru_cache(maxsize=None)
+def get_console(stderr: bool = False) -> "Console":
+    from rich.console import Console
+    return Console(stderr=stderr)
 
 SUITE_HELP = "A Harbor task dir, a dir of Harbor tasks, a Harbor dataset (NAME[@VERSION]), or programbench[:REGEX]."
 
 
-def plain(console: Console, text: str) -> None:
+def plain(console: "Console", text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -37,7 +45,10 @@ def task_line(record: dict[str, Any]) -> str:
     return f"{record['task']}: {record['outcome']} {scores}{wall}{note}"
 
 
-def render_summary(console: Console, summary: dict[str, Any]) -> None:
+def render_summary(console: "Console", summary: dict[str, Any]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     from ..bench.report import fmt, label
     ks = [e["loop"] for e in summary["hoh_at"]]
     table = Table(show_edge=False)
@@ -103,6 +114,7 @@ def run(
     """Run SUITE on Harbor: per task one agent trial (hoh, or Harbor's oracle), then one grading trial per loop."""
     from ..bench import settings as s
     from ..bench.runner import bench_settings, frozen_config, run_bench
+    out, err = get_console(), get_console(stderr=True)
     harness = harness or "scripted"
     settings = bench_settings(suite, env=env, harness=harness, model=model, base_url=base_url,
                               api_key_env=api_key_env, mode=mode, ablate=ablate, include=include,
@@ -143,9 +155,13 @@ def report(
                                           "(default: OUT/report.html)."),
 ) -> None:
     """HoH@k per task and mean, pass rate, errors, tokens; with --compare, deltas and pairwise win rates."""
+    from rich.table import Table
+    from rich.text import Text
+
     from ..bench.report import compare as compare_summaries
     from ..bench.report import fmt, win_rates
     from ..bench.runner import report_run
+    out = get_console()
     if html:
         if as_json:
             raise UsageError("--html and --json are two outputs; choose one")
@@ -184,7 +200,11 @@ def report(
 
 
 def render_comparison(out_dir: Path, other: Path, cmp: dict[str, Any]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     from ..bench.report import fmt
+    out = get_console()
     plain(out, f"A = {out_dir}: {cmp['a']}\nB = {other}: {cmp['b']}")
     for title, rows, key in (("metric", cmp["rows"], "metric"), ("task", cmp["tasks"], "task")):
         table = Table(show_edge=False)
@@ -205,7 +225,11 @@ def list_tasks(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List a suite's tasks as Harbor sees them (and the dirs it would skip, with its lint findings)."""
+    from rich.table import Table
+    from rich.text import Text
+
     from ..bench.listing import list_suite
+    out = get_console()
     rows = list_suite(suite, include)
     if as_json:
         print(json.dumps({"suite": suite, "tasks": rows}, indent=2, default=str))

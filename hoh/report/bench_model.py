@@ -23,7 +23,7 @@ class BenchTrial:
 
     task: str
     outcome: str
-    """completed | error | grader_unavailable | invalid (or any other word the runner uses)."""
+    """completed | error | pending | invalid (or any other word the runner uses)."""
     scores: list[float | None]
     """scores[k-1]: the score after loop k, carried forward; as many entries as the run has loops."""
     tokens: dict[str, int] | None = None
