@@ -235,6 +235,7 @@ class Runtime:
         self.repo.reset_to(base)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
+        self.repo.clean_at = None  # the Developer writes the project
         report = self._run_role(self.jobs.developer(t, base, plan, lp.plan_md.read_text(encoding="utf-8")))
         if report is None:
             self.repo.reset_to(base)

@@ -28,22 +28,26 @@ class SealedState:
     def __init__(self, history: History, state_dir: Path):
         self.history, self.state_dir = history, state_dir
         self.index = history.git_dir / "state-index"
+        self._tree: str | None = None  # read once, then kept by `seal`; only hoh seals
+        self._loops: list[int] | None = None
 
     def _git(self, *args: str, index: Path | None = None, binary: bool = False):
         return self.history.git(*args, work_tree=self.state_dir, index=index or self.index, binary=binary)
 
     def sealed_tree(self) -> str | None:
-        try:
-            return self.history.git("rev-parse", "--verify", "-q", SEALED_REF) or None
-        except GitError:
-            return None
+        if self._tree is None:
+            try:
+                self._tree = self.history.git("rev-parse", "--verify", "-q", SEALED_REF) or ""
+            except GitError:
+                self._tree = ""
+        return self._tree or None
 
     def sealed_loops(self) -> list[int]:
-        tree = self.sealed_tree()
-        if tree is None:
-            return []
-        names = self.history.git("ls-tree", "--name-only", f"{tree}:loops")
-        return sorted(int(name) for name in names.splitlines() if name.isdigit())
+        if self._loops is None:
+            tree = self.sealed_tree()
+            names = self.history.git("ls-tree", "--name-only", f"{tree}:loops") if tree else ""
+            self._loops = sorted(int(name) for name in names.splitlines() if name.isdigit())
+        return list(self._loops)
 
     def open_loops(self) -> list[int]:
         """Loop dirs not sealed yet: the loop running now (and any a crash left unfinished)."""
@@ -57,6 +61,7 @@ class SealedState:
         self._git("add", "--force", "--", loop_dir(t))
         tree = self._git("write-tree")
         self.history.git("update-ref", SEALED_REF, tree)
+        self._tree, self._loops = tree, sorted({*self.sealed_loops(), t})
 
     def _ensure_index(self) -> None:
         """Rebuild the index from the sealed tree if it is missing (a first seal, or a lost index)."""
