@@ -71,6 +71,11 @@ class History:
         self.clean_at: str | None = None
         """The commit the work tree is known to equal, exactly (hoh made it so and no role has run since
         that might change it: the Runtime clears this when a writing role starts); None when unknown."""
+        self.view_clean = False
+        """QA's view is known to equal its index (set after moving it, cleared while QA runs)."""
+        self.known_status: dict[tuple[Path, str], list[str]] = {}
+        """(work tree, commit) → its untracked and ignored entries, as a guard check last found them
+        while the tree was known clean at that commit: the next role's snapshot needs no new scan."""
 
     @property
     def index(self) -> Path:
@@ -180,7 +185,7 @@ class History:
         dest.mkdir(parents=True, exist_ok=True)
         index = self.view_index
         (self.git_dir / "view-index.lock").unlink(missing_ok=True)
-        if index.exists() and self._view_is_clean(dest):
+        if index.exists() and (self.view_clean or self._view_is_clean(dest)):
             self.git("read-tree", "-m", "-u", self._view_commit(), commit, work_tree=dest, index=index)
         else:
             index.unlink(missing_ok=True)
@@ -189,6 +194,7 @@ class History:
             self.git("read-tree", commit, work_tree=dest, index=index)
             self.git("checkout-index", "--all", "--force", work_tree=dest, index=index)
         (self.git_dir / "view-commit").write_text(commit + "\n")
+        self.view_clean = True
 
     def _view_commit(self) -> str:
         return (self.git_dir / "view-commit").read_text().strip()
@@ -211,22 +217,31 @@ class History:
         git's stat cache does the work, so only files whose stat changed are read. Untracked
         directories (ignored ones included) count as one entry each: a new file inside a directory
         that was already untracked before is not seen, and cannot reach a candidate either."""
+        return self.modified(work_tree, index, *pathspec) + self.created(work_tree, index, *pathspec)
+
+    def modified(self, work_tree: Path, index: Path, *pathspec: str) -> list[str]:
+        """Tracked files that differ from `index` ("modified a", "deleted b"), by stat, re-hashing only
+        what stat flags, so a touch is no change."""
         spec = ["--", *pathspec] if pathspec else []
 
-        def modified() -> list[str]:
+        def differing() -> list[str]:
             fields = self.git("diff-files", "--name-status", "-z", "--no-renames", *spec, work_tree=work_tree,
                               index=index, binary=True).split(b"\0")
             return [f"{'deleted' if status == b'D' else 'modified'} {_path(name)}"
                     for status, name in zip(fields[0::2], fields[1::2]) if name]
 
-        found = modified()
+        found = differing()
         if found:
-            # diff-files trusts stat: re-hash what it reports (and record the stat), so a touch is no change.
             self.git("update-index", "-q", "--refresh", "--ignore-missing", work_tree=work_tree, index=index)
-            found = modified()
-        created = self.git("ls-files", "-z", "--others", "--directory", *spec, work_tree=work_tree, index=index,
-                           binary=True)
-        return found + [f"created {_path(name)}" for name in created.split(b"\0") if name]
+            found = differing()
+        return found
+
+    def created(self, work_tree: Path, index: Path, *pathspec: str) -> list[str]:
+        """Files and directories not in `index` (ignored ones included), untracked directories as one entry."""
+        spec = ["--", *pathspec] if pathspec else []
+        out = self.git("ls-files", "-z", "--others", "--directory", *spec, work_tree=work_tree, index=index,
+                       binary=True)
+        return [f"created {_path(name)}" for name in out.split(b"\0") if name]
 
     def status(self, work_tree: Path, index: Path) -> list[str]:
         """`changes` in one git call, for a work tree whose index equals HEAD (the project after a reset,
@@ -291,8 +306,10 @@ class ProjectMirror:
     def _head(self) -> str:
         return (self.git_dir / "HEAD").read_text(errors="replace").strip()
 
-    def publish(self, commit: str, tag: str | None = None) -> None:
-        """Point the project's current branch (and its index) at a loop's commit; tag it."""
+    def publish(self, commit: str, tag: str | None = None, index: Path | None = None) -> None:
+        """Point the project's current branch (and its index) at a loop's commit; tag it. `index`, when
+        given, is an index of exactly that commit over this work tree (hoh's own, just committed): a
+        copy of it spares rebuilding one."""
         if not self.enabled:
             return
         if not self.exists():
@@ -304,7 +321,12 @@ class ProjectMirror:
         self.git("fetch", "-q", "--no-tags", "--update-head-ok", str(self.history.git_dir), *refspecs)
         if not on_branch:  # a detached HEAD: give it the branch again
             self.git("symbolic-ref", "HEAD", branch)
-        self.git("read-tree", commit)  # the index follows; the work tree is that commit already
+        if index is not None:
+            copy = self.git_dir / "index.hoh-copy"
+            shutil.copyfile(index, copy)
+            os.replace(copy, self.git_dir / "index")
+        else:
+            self.git("read-tree", commit)  # the index follows; the work tree is that commit already
 
     def refs(self) -> tuple[str, dict[str, str]]:
         """(HEAD as written in .git/HEAD, every ref → commit), with one git call."""

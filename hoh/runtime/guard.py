@@ -201,11 +201,21 @@ class WorkTreeArea(Area):
         return {c for c in self.history.status(self.work_tree, self.index)
                 if not any(_ignored(part, self.ignore) for part in c.partition(" ")[2].rstrip("/").split("/"))}
 
+    def _known_key(self):
+        commit = self.history.clean_at if self.work_tree == self.history.work_tree else None
+        return (self.work_tree, commit) if commit else None
+
     def snapshot(self) -> set[str]:
+        key = self._known_key()
+        if key in self.history.known_status:
+            return set(self.history.known_status[key])
         return self._changes()
 
     def changes(self, snap) -> list[str]:
-        return sorted(self._changes() - snap)
+        now = self._changes()
+        if now == snap and (key := self._known_key()):
+            self.history.known_status = {key: sorted(now)}  # the next role starts from this, unscanned
+        return sorted(now - snap)
 
     def restore(self, snap, changes: list[str]) -> None:
         if self.rebuild is not None:
@@ -319,6 +329,7 @@ class SealedArea(Area):
 
     def restore(self, snap, changes: list[str]) -> None:
         self.sealed.restore(changes)
+        self.sealed.settled()
 
 
 class JournalArea(Area):

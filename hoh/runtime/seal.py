@@ -11,6 +11,7 @@ When a loop ends its directory `state/loops/NNNN/` is added to a git index kept 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,6 +31,9 @@ class SealedState:
         self.index = history.git_dir / "state-index"
         self._tree: str | None = None  # read once, then kept by `seal`; only hoh seals
         self._loops: list[int] | None = None
+        self._dirs: dict[str, int] = {}
+        """Each sealed directory's mtime as sealed: a file created in one changes it, so finding new
+        files costs one stat per directory instead of a walk (recorded at seal, and after `verify`)."""
 
     def _git(self, *args: str, index: Path | None = None, binary: bool = False):
         return self.history.git(*args, work_tree=self.state_dir, index=index or self.index, binary=binary)
@@ -62,6 +66,12 @@ class SealedState:
         tree = self._git("write-tree")
         self.history.git("update-ref", SEALED_REF, tree)
         self._tree, self._loops = tree, sorted({*self.sealed_loops(), t})
+        self._record_dirs([t])
+
+    def _record_dirs(self, loops: list[int]) -> None:
+        for t in loops:
+            for dirpath, _, _ in os.walk(self.state_dir / loop_dir(t)):
+                self._dirs[os.path.relpath(dirpath, self.state_dir)] = os.lstat(dirpath).st_mtime_ns
 
     def _ensure_index(self) -> None:
         """Rebuild the index from the sealed tree if it is missing (a first seal, or a lost index)."""
@@ -74,11 +84,24 @@ class SealedState:
         return ["loops/", *(f":(exclude){loop_dir(t)}" for t in open_loops)]
 
     def changes(self, open_loops: list[int]) -> list[str]:
-        """Changed, deleted or created paths under state/loops/, but in the open (unsealed) loops."""
+        """Changed, deleted or created paths in sealed loops: git compares the files with the sealed
+        index by stat; new files show as a changed directory mtime (then git lists them)."""
         if self.sealed_tree() is None:
             return []
         self._ensure_index()
-        return self.history.changes(self.state_dir, self.index, *self._pathspec(open_loops))
+        if not self._dirs:
+            self._record_dirs(self.sealed_loops())
+        found = self.history.modified(self.state_dir, self.index, *self._pathspec(open_loops))
+        touched = []
+        for rel, mtime in self._dirs.items():
+            try:
+                if os.lstat(self.state_dir / rel).st_mtime_ns != mtime:
+                    touched.append(rel)
+            except FileNotFoundError:
+                continue  # its files show as deleted
+        if touched:
+            found += self.history.created(self.state_dir, self.index, *touched)
+        return found
 
     def restore(self, changes: list[str]) -> None:
         for change in changes:
@@ -109,3 +132,7 @@ class SealedState:
             self._ensure_index()
             self.restore(found)
         return found
+
+    def settled(self) -> None:
+        """After a check or a restore: the directories as they are now are the baseline again."""
+        self._dirs = {}
