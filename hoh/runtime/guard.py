@@ -329,7 +329,6 @@ class SealedArea(Area):
 
     def restore(self, snap, changes: list[str]) -> None:
         self.sealed.restore(changes)
-        self.sealed.settled()
 
 
 class JournalArea(Area):
