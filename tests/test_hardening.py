@@ -105,8 +105,12 @@ def test_corrupt_state_files_give_one_line_errors(project):
     project.build()
     plan = project.state("loops", "0001", "plan.json")
     plan.write_text("{not json")
-    result = run_hoh("status", "-w", project.ws)
+    assert run_hoh("status", "-w", project.ws).returncode == 0  # status reads the journal alone
+    verify = run_hoh("status", "-w", project.ws, "--verify")
+    assert verify.returncode == 1 and "plan.json" in verify.stderr and "Traceback" not in verify.stderr
+    result = run_hoh("resume", "-w", project.ws, "--loops", "1")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "plan.json" in result.stderr
+    assert run_hoh("status", "-w", project.ws, "--verify", "--repair").returncode == 0
     identity = project.state("workspace.json")
     identity.write_text("[]")
     result = run_hoh("resume", "-w", project.ws)

@@ -19,7 +19,7 @@ from .usage import UsageCommand
 
 # hoh.bench is imported inside the commands: `hoh --help` and the other commands never load it.
 
-app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False,
+app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   help="Benchmark runner: one hoh build per task, graded after every loop (HoH@1..@T).")
 out = Console()
 err = Console(stderr=True)

@@ -10,19 +10,18 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from ..errors import HohError
 from . import bench as bench_cli
+from .console import err, out
 from .usage import UsageCommand
 
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
 # them, so `hoh --help` and `hoh status` load only what they need.
 
 app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
-out = Console()
-err = Console(stderr=True)
 app.add_typer(bench_cli.app, name="bench")
 
 WS_HELP = "Workspace directory (everything needed to resume lives here)."
@@ -35,7 +34,7 @@ def _error(message: str) -> None:
 
 def _finish(report, workspace: Path) -> None:
     if report.status == "finished":
-        out.print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
+        out().print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
         return
     _error(f"stopped after {report.loops_finished} loops: {report.error}")
     _error(f"fix the cause, then continue with: hoh resume -w {workspace}")
@@ -71,7 +70,7 @@ def build(
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops})
-    with LiveProgress(err, quiet) as progress:
+    with LiveProgress(err(), quiet) as progress:
         report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
     _finish(report, workspace)
 
@@ -86,7 +85,7 @@ def resume(
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
     from .. import api
     from .progress import LiveProgress
-    with LiveProgress(err, quiet) as progress:
+    with LiveProgress(err(), quiet) as progress:
         report = api.resume(workspace, more_loops=loops, notify=progress)
     _finish(report, workspace)
 
@@ -98,6 +97,7 @@ def status(
     verify: bool = typer.Option(False, "--verify", help="Re-hash everything finished loops left and report any "
                                 "tampering (exit 1)."),
     repair: bool = typer.Option(False, "--repair", help="With --verify: put tampered sealed files back."),
+    show_all: bool = typer.Option(False, "--all", help=f"Every loop, not only the last {20}."),
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
     from .. import api
@@ -107,19 +107,19 @@ def status(
         if as_json:
             print(json.dumps(found, indent=2))
         for line in found["repaired"]:
-            out.print(f"repaired: {line}", markup=False, highlight=False, soft_wrap=True)
+            out().print(f"repaired: {line}", markup=False, highlight=False, soft_wrap=True)
         for line in found["problems"]:
             _error(line)
         if found["problems"]:
             raise typer.Exit(1)
         if not as_json:
-            out.print("verified: every finished loop's state, tag and history object is as it was sealed")
+            out().print("verified: every finished loop's state, tag and history object is as it was sealed")
         return
     data = api.status(workspace)
     if as_json:
-        out.print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
+        out().print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
     else:
-        render_status(out, data)
+        render_status(out(), data, show_all)
 
 
 @app.command(cls=UsageCommand)
@@ -130,7 +130,7 @@ def show(
     """Print one issue or verified behaviour with its whole history."""
     from .. import api
     from .status import show_issue
-    show_issue(out, api.ledger_item(workspace, issue_id))
+    show_issue(out(), api.ledger_item(workspace, issue_id))
 
 
 @app.command(cls=UsageCommand)
@@ -164,7 +164,7 @@ def doctor(
     if as_json:
         print(json.dumps({"jail": jail, "harnesses": reports}, indent=2))
     else:
-        render(out, jail, reports)
+        render(out(), jail, reports)
     if harness and not reports[0]["usable"]:
         _error(reports[0]["problem"])
         raise typer.Exit(1)

@@ -14,14 +14,20 @@ def _tokens(usage: dict[str, Any]) -> str:
     return f"{total:,}{cost}"
 
 
-def render_status(console: Console, data: dict[str, Any]) -> None:
+SHOWN_LOOPS = 20
+
+
+def render_status(console: Console, data: dict[str, Any], show_all: bool = False) -> None:
     console.print(f"[bold]{data['workspace']}[/bold] · harness {data['harness']} · {data['state']} · "
                   f"{data['loops_finished']}/{data['target_loops']} loops · tokens {_tokens(data['usage'])}")
     table = Table(show_edge=False)
     for col in ("loop", "status", "criteria", "tries P/D/Q", "time", "issues o/c/r", "tokens"):
         table.add_column(col)
     table.add_column("candidate", no_wrap=True, overflow="fold")
-    for loop in data["loops"]:
+    loops = data["loops"] if show_all else data["loops"][-SHOWN_LOOPS:]
+    if len(loops) < len(data["loops"]):
+        console.print(f"… {len(data['loops']) - len(loops)} earlier loops (hoh status --all shows them)")
+    for loop in loops:
         attempts = "/".join(str(loop["attempts"][r]) for r in ("planner", "developer", "qa"))
         issues = loop["issues"]
         issue_cell = (f"{issues['open'] + issues['fixed_pending_verify']}/{issues['closed']}/{issues['reopened']}"

@@ -51,8 +51,9 @@ class JobFactory:
         sealed = self.sealed.sealed_loops()
         sealed_dirs = tuple(self.paths.loop(t).dir for t in sealed)
         areas: list[Area] = [
-            *([MirrorArea(self.mirror, head, strict=read_only_project, cache=self.cache)] if self.mirror.enabled else []),
-            HistoryArea(self.repo),
+            *([MirrorArea(self.mirror, head, strict=read_only_project, published_tags=self.repo.tags, cache=self.cache)]
+              if self.mirror.enabled else []),
+            HistoryArea(self.repo, cache=self.cache),
             SealedArea(self.sealed, self.sealed.open_loops()),
             FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal, *sealed_dirs),
                      keep_bytes=_not_an_attempt_log, cache=self.cache),

@@ -235,6 +235,7 @@ class Runtime:
         self.repo.reset_to(base)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
+        self.repo.clean_at = None  # the Developer writes the project
         report = self._run_role(self.jobs.developer(t, base, plan, lp.plan_md.read_text(encoding="utf-8")))
         if report is None:
             self.repo.reset_to(base)
@@ -251,7 +252,7 @@ class Runtime:
         tree = self.repo.tree_of(commit)
         tag = f"loop-{t:04d}"
         self.repo.tag(tag, commit)
-        self.mirror.publish(commit, tag)
+        self.mirror.publish(commit, tag, index=self.repo.index)
         candidate = {"schema_version": 1, "loop": t, "candidate_id": f"loop-{t:04d}-{tree[:12]}",
                      "commit": commit, "tree": tree, "parent": base, "tag": tag}
         atomic_write_json(lp.candidate, candidate)
@@ -268,7 +269,9 @@ class Runtime:
         self.repo.update_view(self.paths.view, candidate["commit"])
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
+        self.repo.view_clean = False
         report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)))
+        self.repo.view_clean = True  # QA's guard checked the view after every attempt and put back any change
         if report is None:
             return None
         shutil.rmtree(lp.evidence, ignore_errors=True)
