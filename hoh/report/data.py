@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import HohError
 from ..evidence.ledger import Ledger
 from ..fsutil import load_state
+from ..plans import load_plan
 from ..paths import ROLES, WorkspacePaths
 from ..runtime.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
 from ..runtime.journal import Journal
@@ -258,7 +259,7 @@ def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -
     for name, keys in required.items():
         path: Path = getattr(lp, name)
         if path.exists():
-            setattr(model, name, load_state(path, ("schema_version", *keys)))
+            setattr(model, name, load_plan(path) if name == "plan" else load_state(path, ("schema_version", *keys)))
     return model
 
 
