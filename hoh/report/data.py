@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import role_harness
 from ..errors import HohError
 from ..evidence.ledger import Ledger
 from ..fsutil import load_state
@@ -206,10 +207,12 @@ def read_run(root: Path) -> RunModel:
 
 
 def role_settings(ws: Workspace) -> dict[str, RoleSetting]:
-    """Harness and model per role. Today every role runs on `harness.*`; a per-role override
-    (`roles.<role>.*`) only has to be merged here."""
-    h = ws.config.harness
-    return {role: RoleSetting(h.name, h.model, h.base_url) for role in ROLES}
+    """Harness and model per role: `harness.*` with the role's own `roles.<role>.*` over it."""
+    settings = {}
+    for role in ROLES:
+        h = role_harness(ws.config, role)
+        settings[role] = RoleSetting(h.name, h.model, h.base_url)
+    return settings
 
 
 def spec_title(spec: str) -> str:
