@@ -19,6 +19,7 @@ class LiveProgress:
                                  console=console, transient=True)
         self.task = None
         self.loop, self.target = 0, 0
+        self.stopping = False
 
     def __enter__(self) -> "LiveProgress":
         if self.live:
@@ -34,7 +35,10 @@ class LiveProgress:
         if kind == "warning":  # shown even when quiet
             self.console.print(f"[yellow]warning:[/yellow] {f['message']}", soft_wrap=True)
             return
-        if kind == "stopping":  # shown even when quiet: the user asked for it
+        if kind == "stopping":  # shown even when quiet, once: the user asked for it
+            if self.stopping:
+                return
+            self.stopping = True
             self.console.print(f"stopping after the current role attempt ({f['source']}); Ctrl-C again stops at once",
                                soft_wrap=True, markup=False)
             return

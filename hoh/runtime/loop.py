@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-from ..errors import RoleFailed, RunEnded, StateError, StopRequested
+from ..errors import RoleFailed, RunEnded, StateError
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, load_state, sha256_file
@@ -23,9 +23,8 @@ from ..harness.jail import require_jail
 from ..harness.process import reap
 from ..plans import load_plan, single_task_plan
 from . import events as ev
-from . import stop
-from .budget import BudgetGate, figures
-from .hooks import loop_summary, run_hook, run_summary
+from .control import RunControl
+from .hooks import loop_summary
 from .journal import Journal, RunHistory
 from .jobs import JobFactory
 from .lock import WorkspaceLock
@@ -116,13 +115,11 @@ class Runtime:
         self.journal = journal
         self.history = RunHistory.read(journal)
         journal.listeners.append(self.history.apply)  # the fold stays current: budgets read it live
-        self.opened_at = opened_at if opened_at is not None else time.time()
-        self.stop_file = stop.StopFile(self.paths.stop_request)
-        self.budget = BudgetGate(self.config.budget, self.history)
-        self.current_loop = 0
+        self.control = RunControl(self.paths, self.config, journal, self.history, self.notify,
+                                  opened_at if opened_at is not None else time.time())
         self.runner = RoleRunner(self.paths, adapters, journal, policy=self.config.policy,
-                                 timeouts=self.config.timeouts, notify=self.notify, gate=self.before_attempt,
-                                 stop_requested=self.stop_requested)
+                                 timeouts=self.config.timeouts, notify=self.notify, gate=self.control.before_attempt,
+                                 stop_requested=self.control.stop_requested)
         self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror,
                                home=self.runner.home)
 
@@ -152,10 +149,9 @@ class Runtime:
             yield cls(workspace, journal, adapters, notify, opened_at)
 
     def run(self, target_loops: int) -> RunReport:
-        history = self.history
+        history, control = self.history, self.control
         previous = history.run_finished
-        if self.stop_file.read(newer_than=self.opened_at) is None:
-            self.stop_file.clear()  # a request nobody saw (its run had ended) is not for this one
+        control.clear_stale_request()
         self.journal.append(ev.RunStarted(target_loops=target_loops, resumed=history.run_started is not None,
                                           harness=self.config.harness.name, sandbox=self.config.sandbox.mode))
         if self.config.sandbox.mode == "off":
@@ -166,7 +162,7 @@ class Runtime:
                 self.notify("loop", loop=t, target=target_loops)
                 self.run_loop(t)
                 report.loops_finished = t
-                if ended := self.end_after(t, target_loops):
+                if ended := control.end_after(t, target_loops):
                     report.status, report.error = ended
                     break
             else:
@@ -185,59 +181,17 @@ class Runtime:
         finally:
             self.journal.append(ev.RunFinished(status=report.status, loops_finished=report.loops_finished,
                                                error=report.error))
-            self.stop_file.clear()
+            control.stop_file.clear()
             if report.status != "interrupted":
                 last = history.last_finished_loop
-                self.hook("on_stop", None, f"stop-{history.sessions}",
+                control.hook("on_stop", None, f"stop-{history.sessions}",
                           {"event": "stop", "status": report.status, "error": report.error,
                            "last_loop": loop_summary(history.loops[last]) if last else None})
         return report
 
-    def end_after(self, t: int, target: int) -> tuple[str, str] | None:
-        """Whether the run ends after loop t short of its target: the spec complete, or no progress."""
-        stats = self.history.loops[t]
-        if stats.status == "complete":
-            return "complete", (f"loop {t}: the Planner found the spec complete and QA re-verified every verified "
-                                f"behaviour on {stats.candidate_id}")
-        patience = self.config.policy.patience
-        if patience and self.history.no_progress_streak >= patience and t < target:
-            return "stalled", (f"no progress in loops {t - patience + 1}–{t} (policy.patience={patience}): no "
-                               "criterion newly verified, no issue closed, no behaviour added")
-        return None
-
-    # ---- between attempts --------------------------------------------------------------------
-    def stop_requested(self) -> StopRequested | None:
-        """A stop asked for by `hoh stop` or a first Ctrl-C/SIGTERM, journaled once per session."""
-        source = stop.requested(self.stop_file, self.opened_at)
-        if source is None:
-            return None
-        if self.history.stop_request is None:
-            self.journal.append(ev.StopRequested(source=source))
-            self.notify("stopping", source=source)
-        return StopRequested(f"stopped by {source} before the next role attempt")
-
-    def before_attempt(self, role: str) -> None:
-        """Before every role attempt: a stop request, then the budgets."""
-        if requested := self.stop_requested():
-            raise requested
-        if found := self.budget.check(role):
-            key, limit, used, estimate = found
-            self.journal.append(ev.BudgetStop(loop=self.current_loop, role=role, budget=key, limit=limit,
-                                              spent=used, estimate=estimate))
-            raise self.budget.exhausted(key, role, limit, used, estimate)
-
-    def hook(self, name: str, loop: int | None, tag: str, payload: dict[str, Any]) -> None:
-        if getattr(self.config.hooks, name) is None:
-            return
-        payload["run"] = run_summary(self.paths, self.history, figures(self.config.budget, self.history))
-        event = run_hook(name, self.config.hooks, self.paths, payload, loop, tag)
-        self.journal.append(event)
-        if event.error:
-            self.notify("warning", message=f"hooks.{name} failed ({event.error}); the run goes on")
-
     # ---- one loop ----------------------------------------------------------------------------
     def run_loop(self, t: int) -> None:
-        self.current_loop = t
+        self.control.loop = t
         lp = self.paths.loop(t)
         lp.dir.mkdir(parents=True, exist_ok=True)
         base = self.base_commit(t)
@@ -394,7 +348,7 @@ class Runtime:
                                             criteria=len(criteria), issues=ledger.counts(),
                                             progress=ledger.progress(t)))
         self.notify("loop_done", loop=t, status=outcome.status)
-        self.hook("on_loop_end", t, f"{t:04d}", {"event": "loop_end", **loop_summary(self.history.loops[t])})
+        self.control.hook("on_loop_end", t, f"{t:04d}", {"event": "loop_end", **loop_summary(self.history.loops[t])})
 
     def write_index(self, t: int, ledger: Ledger) -> None:
         text = build_index(self.paths, self.jobs.spec_text, ledger, t, self.config.index)
