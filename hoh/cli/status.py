@@ -79,7 +79,7 @@ def render_status(console: Console, data: dict[str, Any]) -> None:
                       attempts, duration(loop["seconds"]), issue_cell, f"{loop['tokens']:,}", money(loop["cost_usd"]),
                       tree)
     console.print(table)
-    console.print("tries: planner/developer/qa · issues: open/closed/reopened · tree: of the candidate id",
+    console.print("tries: planner/developer/qa · issues: open/closed/reopened · tree: of the candidate",
                   style="dim", highlight=False)
 
     roles = _table("role", "harness", "model", "tries", "tokens", "cost", "time")
