@@ -5,6 +5,7 @@ Layering, lowest first: defaults, a `--config FILE`, command-line flags, `--set 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -135,8 +136,14 @@ class HooksConfig(_Model):
 
     @field_validator("on_loop_end", "on_stop")
     @classmethod
-    def _not_empty(cls, value: HookCommand | None) -> HookCommand | None:
-        if value is not None and not (value.strip() if isinstance(value, str) else value and all(value)):
+    def _a_command(cls, value: HookCommand | None) -> HookCommand | None:
+        if value is None:
+            return value
+        try:
+            argv = shlex.split(value) if isinstance(value, str) else value
+        except ValueError as err:
+            raise ValueError(f"cannot split the command like a shell would ({err})") from None
+        if not argv or not all(argv):
             raise ValueError("a hook needs a command")
         return value
 

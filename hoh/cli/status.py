@@ -47,8 +47,8 @@ def render_status(console: Console, data: dict[str, Any]) -> None:
         console.print(text, soft_wrap=False, markup=False, highlight=False, overflow="fold")
 
     say(data["workspace"])
-    line = f"{data['state']} · {data['loops_finished']}/{data['target_loops']} loops · tokens {data['tokens']:,} · " \
-           f"cost {money(data['cost_usd'])}"
+    line = (f"{data['state']} · {data['loops_finished']}/{data['target_loops']} loops · "
+            f"tokens {data['tokens']:,} · cost {money(data['cost_usd'])}")
     if eta := data.get("eta"):
         line += f" · ETA {duration(eta['seconds'])}" + (f" (about {eta['at']})" if eta.get("at") else "")
     say(line)

@@ -35,8 +35,8 @@ def run_summary(paths: WorkspacePaths, history: RunHistory, budgets: dict[str, A
     usage = history.usage
     return {"workspace": str(paths.root), "loops_finished": history.last_finished_loop,
             "target_loops": history.run_started.target_loops if history.run_started else None,
-            "tokens": usage.total_tokens, "cost_usd": usage.cost_usd, "wall_hours": round(history.wall_seconds() / 3600, 4),
-            "budget": budgets}
+            "tokens": usage.total_tokens, "cost_usd": usage.cost_usd,
+            "wall_hours": round(history.wall_seconds() / 3600, 4), "budget": budgets}
 
 
 def run_hook(name: str, config: HooksConfig, paths: WorkspacePaths, payload: dict[str, Any],

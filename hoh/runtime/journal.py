@@ -262,7 +262,8 @@ class RunHistory:
             stats.status, stats.candidate_id, stats.issues = ev.status, ev.candidate_id, ev.issues
             stats.verified, stats.criteria, stats.finished = ev.verified, ev.criteria, record.time
             stats.progress = ev.progress
-            self.no_progress_streak = 0 if stats.made_progress else self.no_progress_streak + 1
+            # A loop from a journal that did not record progress is not counted against patience.
+            self.no_progress_streak = 0 if ev.progress is None or stats.made_progress else self.no_progress_streak + 1
         elif isinstance(ev, QuotaWait):
             self.quota_wait = ev
         elif isinstance(ev, BudgetStop):

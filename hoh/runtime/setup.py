@@ -10,6 +10,7 @@ from ..errors import HarnessUnavailable, UsageError
 from ..fsutil import atomic_write_text
 from ..harness import registry
 from ..harness.base import HarnessAdapter
+from ..harness.jail import require_jail
 from ..paths import ROLES
 from .workspace import Workspace
 
@@ -67,5 +68,7 @@ def reconfigure(workspace: Workspace, overrides: list[str]) -> tuple[Workspace, 
     on a bad value or a missing harness), then written atomically."""
     config = apply_overrides(workspace.config, overrides)
     adapters = prepare_adapters(config)
+    if config.sandbox.mode == "bwrap":
+        require_jail()
     atomic_write_text(workspace.paths.config, dump_config(config))
     return dataclasses.replace(workspace, config=config), adapters
