@@ -77,7 +77,13 @@ def test_a_token_budget_stops_before_the_attempt_that_would_pass_it_and_resume_f
     shown = status(p.ws)
     assert shown["state"] == "budget_exhausted" and shown["tokens"] == 9000
     assert shown["budget"]["tokens"] == {"limit": 9000, "spent": 9000, "overrun": 0}
+    eta = shown["eta"]  # from the loop rate: one loop to go, at the mean pace of the two finished ones
+    assert eta["remaining_loops"] == 1 and eta["at"] is None
+    assert eta["seconds_per_loop"] == pytest.approx(sum(lp["seconds"] for lp in shown["loops"][:2]) / 2, abs=0.1)
+    assert "ETA " in run_hoh("status", "-w", p.ws).stdout
     assert shown["stop_reason"]["status"] == "budget_exhausted" and "budget.tokens" in shown["stop_reason"]["error"]
+    assert {k: shown["stop_reason"][k] for k in ("budget", "role", "loop", "spent", "estimate")} == {
+        "budget": "tokens", "role": "developer", "loop": 3, "spent": 9000, "estimate": 2000}
 
     resumed = run_hoh("resume", "-w", p.ws, "-q", "--set", "budget.tokens=20000")
     assert resumed.returncode == 0, resumed.stderr

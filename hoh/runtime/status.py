@@ -86,13 +86,24 @@ def _eta(history: RunHistory, state: str, target: int, now: float) -> dict[str, 
             "at": clock(now + seconds) if state == "running" else None}
 
 
+def _stop_reason(history: RunHistory) -> dict[str, Any] | None:
+    """Why the last session ended short of `finished`: its status and message (with the budget's figures)."""
+    ended = history.run_finished
+    if ended is None or ended.status == "finished":
+        return None
+    reason: dict[str, Any] = {"status": ended.status, "error": ended.error}
+    if ended.status == "budget_exhausted" and (stop := history.budget_stop):
+        reason.update(budget=stop.budget, limit=stop.limit, spent=stop.spent, estimate=stop.estimate, role=stop.role,
+                      loop=stop.loop)
+    return reason
+
+
 def workspace_status(ws: Workspace) -> dict[str, Any]:
     history = RunHistory.read(Journal(ws.paths.journal))
     loops = history.loop_list()
     state = run_state(history, ws)
     now = time.time()
     target = history.run_started.target_loops if history.run_started else ws.config.loops
-    ended = history.run_finished
     paused = history.quota_wait if state == "running" and history.quota_wait and history.quota_wait.until > now \
         else None
     return {
@@ -109,7 +120,7 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
         "cost_usd": history.usage.cost_usd,
         "wall_hours": round(history.wall_seconds(now if state == "running" else None) / 3600, 4),
         "budget": figures(ws.config.budget, history, now if state == "running" else None),
-        "stop_reason": {"status": ended.status, "error": ended.error} if ended and ended.status != "finished" else None,
+        "stop_reason": _stop_reason(history),
         "paused_until": clock(paused.until) if paused else None,
         "eta": _eta(history, state, target, now),
         "patience": {"limit": ws.config.policy.patience, "loops_without_progress": history.no_progress_streak}
