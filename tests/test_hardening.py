@@ -93,7 +93,10 @@ def test_sigterm_stops_hoh_and_its_harness(make_project):
         time.sleep(0.1)
         if p.state("journal.jsonl").exists():
             agent = next((e for e in p.journal() if e["event"] == "process_started" and e["role"] == "developer"), None)
-    hoh.send_signal(signal.SIGTERM)
+    hoh.send_signal(signal.SIGTERM)  # the first one waits for the attempt (graceful stop); it hangs
+    time.sleep(1.0)
+    assert hoh.poll() is None
+    hoh.send_signal(signal.SIGTERM)  # the second one stops at once
     assert hoh.wait(timeout=20) == 130 and "interrupted" in hoh.stderr.read()
     time.sleep(0.5)
     state = subprocess.run(["ps", "-o", "stat=", "-p", str(agent["pid"])], capture_output=True, text=True).stdout.strip()

@@ -153,11 +153,11 @@ class Trial:
         self.progress(phase="loop", loop=t)
         if not is_workspace(ws):
             report = api.build(self.paths.spec, ws, config.model_copy(update={"loops": 1}), notify=self.notify)
-            if report.status == "finished" and t > 1:
+            if report.ended_as_planned and t > 1:
                 report = api.resume(ws, more_loops=t - 1, notify=self.notify)
         else:
             report = api.resume(ws, more_loops=t - done, notify=self.notify)
-        if report.status != "finished":
+        if not report.ended_as_planned:
             raise TrialStopped(report.error or "the hoh run stopped")
 
     def grade(self, t: int) -> dict[str, Any]:

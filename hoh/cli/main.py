@@ -32,13 +32,43 @@ def _error(message: str) -> None:
     print(f"hoh: {message}", file=sys.stderr, flush=True)
 
 
+EXIT_CODES = {"finished": 0, "complete": 0, "stalled": 0, "failed": 1, "error": 1, "budget_exhausted": 3,
+              "stopped": 4, "quota_exhausted": 5}
+"""How `hoh build` and `hoh resume` exit, by run status (2: bad input, nothing run; 130: a second Ctrl-C)."""
+NEXT_STEP = {
+    "budget_exhausted": "raise the budget and continue: hoh resume -w {ws} --set budget.KEY=VALUE",
+    "stopped": "continue with: hoh resume -w {ws}",
+    "quota_exhausted": "continue once the usage limit has reset: hoh resume -w {ws}",
+    "failed": "fix the cause, then continue with: hoh resume -w {ws}",
+}
+
+
 def _finish(report, workspace: Path) -> None:
+    done = f"{report.loops_finished}/{report.target_loops} loops"
     if report.status == "finished":
-        out().print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
-        return
-    _error(f"stopped after {report.loops_finished} loops: {report.error}")
-    _error(f"fix the cause, then continue with: hoh resume -w {workspace}")
-    raise typer.Exit(1)
+        out().print(f"finished {done} · hoh status -w {workspace}")
+    elif report.status in ("complete", "stalled"):
+        out().print(f"{report.status} after {done}: {report.error} · hoh status -w {workspace}", soft_wrap=True)
+    else:
+        _error(f"{report.status} after {done}: {report.error}")
+        _error(NEXT_STEP.get(report.status, NEXT_STEP["failed"]).format(ws=workspace))
+    if code := EXIT_CODES.get(report.status, 1):
+        raise typer.Exit(code)
+
+
+def _graceful(progress) -> None:
+    """A first Ctrl-C, SIGTERM or SIGHUP ends the run after the current role attempt; a second one at once.
+    Supervisors with a hard deadline set HOH_STOP_AT_ONCE=1 to make the first one immediate."""
+    from ..runtime import stop
+
+    def handler(signum, frame) -> None:
+        if stop.in_process_request() is not None or os.environ.get("HOH_STOP_AT_ONCE") == "1":
+            raise KeyboardInterrupt
+        stop.request_in_process(signal.Signals(signum).name)
+        progress("stopping", source=signal.Signals(signum).name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 @app.command(cls=UsageCommand)
@@ -71,6 +101,7 @@ def build(
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops})
     with LiveProgress(err(), quiet) as progress:
+        _graceful(progress)
         report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
     _finish(report, workspace)
 
@@ -80,14 +111,34 @@ def resume(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", min=1,
                                         help="Run this many more loops past the last finished one."),
+    set_: list[str] = typer.Option([], "--set", help="Change a setting in the workspace's hoh.yaml first: "
+                                   "key.sub=value (repeatable), e.g. budget.cost_usd=20."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
 ) -> None:
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
     from .. import api
     from .progress import LiveProgress
     with LiveProgress(err(), quiet) as progress:
-        report = api.resume(workspace, more_loops=loops, notify=progress)
+        _graceful(progress)
+        report = api.resume(workspace, more_loops=loops, notify=progress, overrides=set_)
     _finish(report, workspace)
+
+
+@app.command(cls=UsageCommand)
+def stop(
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    wait: bool = typer.Option(False, "--wait", help="Return only once that hoh has stopped."),
+) -> None:
+    """Ask the hoh running in a workspace to stop after its current role attempt (hoh resume continues)."""
+    import time
+
+    from .. import api
+    from ..runtime.lock import lock_held
+    pid = api.stop(workspace)
+    out().print(f"stop requested: hoh pid {pid} ends after its current role attempt; continue later with: "
+              f"hoh resume -w {workspace}", soft_wrap=True)
+    while wait and lock_held(workspace.expanduser().resolve()):
+        time.sleep(0.2)
 
 
 @app.command(cls=UsageCommand)
