@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import HohConfig
-from .harness import registry
 from .runtime.loop import Notify, RunReport, Runtime
+from .runtime.setup import prepare_adapters, role_adapters
 from .runtime.workspace import create_workspace, open_workspace
 
 
@@ -15,25 +15,44 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
           notify: Notify | None = None, project: Path | None = None) -> RunReport:
     """Create a workspace for `spec` and run `config.loops` loops in it. With `project`, an existing
     directory (with or without files or its own git history) is the project: its content is A_0."""
-    adapter = registry.create(config.harness)
-    adapter.check_available()  # before anything is created
+    prepare_adapters(config)  # every role's CLI, and a cost budget's prices, before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force,
                           project=Path(project) if project is not None else None)
     # The workspace's config is the frozen one (the scripted agent's script is its copy in the
-    # workspace); the CLI behind it was checked above.
-    with Runtime.open(ws, notify, registry.create(ws.config.harness)) as runtime:
+    # workspace); the CLIs behind it were checked above.
+    with Runtime.open(ws, notify, role_adapters(ws.config)) as runtime:
         return runtime.run(config.loops)
 
 
-def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | None = None) -> RunReport:
-    """Continue a run: finish its target, or run `more_loops` past the last finished loop."""
+def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | None = None,
+           overrides: list[str] | None = None) -> RunReport:
+    """Continue a run: finish its target, or run `more_loops` past the last finished loop. `overrides`
+    (`budget.cost_usd=20`) change the workspace's hoh.yaml first. A run that ended `complete` or
+    `stalled` runs again only when `more_loops` asks for it."""
     ws = open_workspace(Path(workspace))
-    with Runtime.open(ws, notify) as runtime:
+    with Runtime.open(ws, notify, overrides=overrides) as runtime:
         history = runtime.history
-        target = history.run_started.target_loops if history.run_started else ws.config.loops
+        target = history.run_started.target_loops if history.run_started else runtime.config.loops
         if more_loops is not None:
             target = history.last_finished_loop + more_loops
+        elif history.run_finished is not None and history.run_finished.status in ("complete", "stalled"):
+            target = history.last_finished_loop
         return runtime.run(target)
+
+
+def stop(workspace: Path) -> str:
+    """Ask the hoh running in `workspace` to stop after its current role attempt; returns its pid."""
+    from .errors import UsageError
+    from .runtime.lock import lock_held
+    from .runtime.stop import StopFile
+    ws = open_workspace(Path(workspace))
+    if not lock_held(ws.paths.root):
+        raise UsageError(f"no hoh is running in {ws.paths.root}; nothing to stop")
+    StopFile(ws.paths.stop_request).write("hoh stop")
+    try:
+        return ws.paths.lock.read_text().strip() or "?"
+    except OSError:
+        return "?"
 
 
 def status(workspace: Path) -> dict:

@@ -5,6 +5,7 @@ Layering, lowest first: defaults, a `--config FILE`, command-line flags, `--set 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +19,28 @@ CONFIG_SCHEMA_VERSION = 1
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+def _no_bool(value: Any) -> Any:
+    """YAML reads `yes`/`true` as a boolean, which pydantic would take as the number 1."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    return value
+
+
+class PriceConfig(_Model):
+    """A model's price in USD per million tokens, for a model the price table does not know (a self-hosted
+    or custom endpoint). Pi and OpenCode are given it and report the cost themselves; for the other
+    harnesses hoh prices the tokens with it."""
+
+    input: float = Field(ge=0, allow_inf_nan=False)
+    """Per million input tokens that were not cache reads."""
+    output: float = Field(ge=0, allow_inf_nan=False)
+    """Per million output tokens (reasoning included)."""
+    cache_read: float | None = Field(None, ge=0, allow_inf_nan=False)
+    """Per million input tokens read from the provider's cache; None: the input price."""
+
+    no_bools = field_validator("input", "output", "cache_read", mode="before")(_no_bool)
 
 
 class HarnessConfig(_Model):
@@ -38,6 +61,91 @@ class HarnessConfig(_Model):
     """The CLI's executable (a name on PATH or a path); None uses the harness's usual name."""
     check_version: bool = True
     """Refuse to run a CLI whose version differs from the one hoh was tested with."""
+    price: PriceConfig | None = None
+    """The model's price, when the price table does not know it; None: the harness's own figure, else the table."""
+
+
+class RoleConfig(_Model):
+    """One role's own harness and model; unset keys come from `harness.*`."""
+
+    harness: str | None = None
+    """Harness adapter for this role (e.g. a cheap CLI for the Planner)."""
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    price: PriceConfig | None = None
+    """This role's model price; with its own `model`, `harness.price` is not inherited."""
+
+
+class RolesConfig(_Model):
+    """Per-role overrides of `harness.*`: `roles.planner.model: cheap-model`."""
+
+    planner: RoleConfig | None = None
+    developer: RoleConfig | None = None
+    qa: RoleConfig | None = None
+
+
+def role_harness(config: "HohConfig", role: str) -> HarnessConfig:
+    """The harness settings a role runs with: `harness.*` with `roles.<role>.*` laid over it. A role on
+    another harness drops the base harness's command and extra arguments; a role with its own model
+    drops the base price (a price belongs to a model)."""
+    override = getattr(config.roles, role)
+    if override is None:
+        return config.harness
+    changes = override.model_dump(exclude_none=True, exclude={"harness"})
+    if override.harness is not None and override.harness != config.harness.name:
+        changes.update(name=override.harness, command=None, extra_args=[])
+    if override.model is not None and override.price is None:
+        changes["price"] = None
+    if override.price is not None:
+        changes["price"] = override.price
+    return config.harness.model_copy(update=changes)
+
+
+class BudgetConfig(_Model):
+    """Limits on the whole run, cumulative over every session (resumes included). Each is checked before
+    every role attempt against what is spent plus that role's largest attempt so far; a run that would
+    pass one stops as `budget_exhausted` and `hoh resume --set budget.KEY=...` continues it."""
+
+    tokens: int | None = Field(None, gt=0)
+    """Input plus output tokens of every attempt (cache reads are input)."""
+    cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """USD: the harness's own figure where it reports one, else tokens × price. Every role's model must have
+    a known price."""
+    wall_hours: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Wall-clock hours of all sessions together (waits for a usage-limit reset included)."""
+
+    no_bools = field_validator("tokens", "cost_usd", "wall_hours", mode="before")(_no_bool)
+
+
+HookCommand = str | list[str]
+
+
+class HooksConfig(_Model):
+    """Commands for people who leave a run alone for days. Each gets a JSON summary on stdin; a failure or
+    timeout is recorded in the journal and never stops the run."""
+
+    on_loop_end: HookCommand | None = None
+    """Run after every finished loop with the loop's summary (a string is split like a shell would, but no
+    shell runs it; for pipes use ["sh", "-c", "..."])."""
+    on_stop: HookCommand | None = None
+    """Run when a session of the run ends (finished, complete, stalled, budget_exhausted, stopped, a role
+    failed), with the run's summary."""
+    timeout_seconds: float = Field(60.0, gt=0, allow_inf_nan=False)
+    """A hook still running after this is killed (and recorded)."""
+
+    @field_validator("on_loop_end", "on_stop")
+    @classmethod
+    def _a_command(cls, value: HookCommand | None) -> HookCommand | None:
+        if value is None:
+            return value
+        try:
+            argv = shlex.split(value) if isinstance(value, str) else value
+        except ValueError as err:
+            raise ValueError(f"cannot split the command like a shell would ({err})") from None
+        if not argv or not all(argv):
+            raise ValueError("a hook needs a command")
+        return value
 
 
 class TimeoutsConfig(_Model):
@@ -69,6 +177,14 @@ class PolicyConfig(_Model):
     """Reruns of an attempt that failed on a rate limit or network error, before it counts as failed."""
     transient_backoff_seconds: float = Field(5.0, ge=0)
     """First wait before such a rerun; each later wait is four times longer."""
+    patience: int | None = Field(None, ge=1)
+    """End the run as `stalled` after this many loops in a row without progress (no criterion newly verified,
+    no issue closed, no behaviour added); None: never."""
+    max_quota_wait_hours: float = Field(12.0, ge=0, allow_inf_nan=False)
+    """When a subscription CLI reports its usage limit, wait for the reset up to this long (per attempt);
+    a later reset stops the run as `quota_exhausted`."""
+
+    no_bools = field_validator("patience", "max_quota_wait_hours", mode="before")(_no_bool)
 
 
 class IndexConfig(_Model):
@@ -116,6 +232,9 @@ class HohConfig(_Model):
     index: IndexConfig = Field(default_factory=IndexConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    roles: RolesConfig = Field(default_factory=RolesConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
 
 
 def _describe(err: ValidationError, source: str) -> str:
@@ -163,8 +282,10 @@ def apply_overrides(config: HohConfig, overrides: list[str], flags: dict[str, An
         node = data
         parts = key.split(".")
         for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                raise UsageError(f"--set {key}: unknown key '{part}'")
+            if node.get(part) is None:
+                node[part] = {}  # an unset section (roles.qa, harness.price); validation names a wrong key
+            if not isinstance(node[part], dict):
+                raise UsageError(f"--set {key}: '{part}' is not a section of settings")
             node = node[part]
         node[parts[-1]] = value
     return parse_config(data, "settings")

@@ -53,3 +53,28 @@ class Interrupted(HohError):
     """The user stopped hoh (Ctrl-C, SIGTERM); the message says how to continue."""
 
     exit_code = 130
+
+
+class RunEnded(HohError):
+    """The run ended on purpose before its target, between two role attempts, with everything recorded;
+    `hoh resume` continues it. `status` is the run status the journal records."""
+
+    status = "stopped"
+
+
+class BudgetExhausted(RunEnded):
+    """The next role attempt would pass a budget (`budget.*`); raise it to continue."""
+
+    status, exit_code = "budget_exhausted", 3
+
+
+class StopRequested(RunEnded):
+    """`hoh stop`, or a first Ctrl-C/SIGTERM, asked the run to end after the current role attempt."""
+
+    status, exit_code = "stopped", 4
+
+
+class QuotaExhausted(RunEnded):
+    """The harness's usage limit resets later than `policy.max_quota_wait_hours` allows hoh to wait."""
+
+    status, exit_code = "quota_exhausted", 5

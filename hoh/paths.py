@@ -5,6 +5,7 @@
       spec.md                   S, the frozen spec; its sha256 is in state/workspace.json
       script.yaml               the scripted harness's script, frozen at build (scripted runs only)
       hoh.lock                  held by the one hoh process working here
+      hoh.stop                  a stop request from `hoh stop` (the run ends after its current role attempt)
       history.git/              the authoritative history, written by hoh alone: loop t is commit + tag
                                 `loop-000t` on `main`; sealed state (refs/hoh/sealed); see runtime/git.py
       project/                  A_t, the work tree (or the `--project DIR` recorded in workspace.json);
@@ -19,6 +20,7 @@
         journal.jsonl           append-only, fsynced event log: the truth for resume
         INDEX.md                progressive-disclosure index the Planner reads first
         ledger.json             issue ledger and verified-behaviour register
+        hooks/                  what each hook printed: 0007-on_loop_end.out .err, on_stop-<n>.out .err
         loops/0007/
           plan.json plan.md     D_t
           developer.json        the Developer's report (claims, never acceptance)
@@ -58,6 +60,14 @@ class WorkspacePaths:
     @property
     def lock(self) -> Path:
         return self.root / "hoh.lock"
+
+    @property
+    def stop_request(self) -> Path:
+        return self.root / "hoh.stop"
+
+    @property
+    def hooks(self) -> Path:
+        return self.state / "hooks"
 
     @property
     def project(self) -> Path:

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-PLAN_SCHEMA_VERSION = 1
+from .fsutil import load_state
+
+PLAN_SCHEMA_VERSION = 2
+"""1: tasks, preserve, out_of_scope. 2: `spec_complete` (the Planner finds nothing left to build; no tasks).
+Readers take both."""
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    """A persisted plan (schema_version 1 or 2)."""
+    return load_state(path, ("schema_version", "loop", "tasks"), PLAN_SCHEMA_VERSION)
 
 
 def single_task_plan(loop: int, *, goal: str, title: str, details: str, condition: str,

@@ -11,12 +11,12 @@ from conftest import DEMO, run_hoh
 from hoh.resources import schema_errors
 
 
-@pytest.mark.parametrize("command", ["", "build", "resume", "status", "show", "report"])
+@pytest.mark.parametrize("command", ["", "build", "resume", "stop", "status", "show", "report"])
 def test_help(command):
     result = run_hoh(*([command] if command else []), "--help")
     assert result.returncode == 0
     if not command:
-        for name in ("build", "resume", "status", "show", "report"):
+        for name in ("build", "resume", "stop", "status", "show", "report"):
             assert name in result.stdout
 
 

@@ -49,7 +49,7 @@ def test_retries_exhausted_stops_the_run_and_passes_nothing(make_project):
     script["loops"][1]["qa"] = {"reply_text": "{not json"}
     p = make_project(script)
     report = p.build(sets={"policy.max_retries": 1})
-    assert report.status == "stopped" and "qa failed in loop 1" in report.error
+    assert report.status == "failed" and "qa failed in loop 1" in report.error
     assert not p.state("loops", "0001", "qa.json").exists()
     assert [p.attempt_result(1, "qa", n)["ok"] for n in (1, 2)] == [False, False]
     events = [e["event"] for e in p.journal()]

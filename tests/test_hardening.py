@@ -93,7 +93,10 @@ def test_sigterm_stops_hoh_and_its_harness(make_project):
         time.sleep(0.1)
         if p.state("journal.jsonl").exists():
             agent = next((e for e in p.journal() if e["event"] == "process_started" and e["role"] == "developer"), None)
-    hoh.send_signal(signal.SIGTERM)
+    hoh.send_signal(signal.SIGTERM)  # the first one waits for the attempt (graceful stop); it hangs
+    time.sleep(1.0)
+    assert hoh.poll() is None
+    hoh.send_signal(signal.SIGTERM)  # the second one stops at once
     assert hoh.wait(timeout=20) == 130 and "interrupted" in hoh.stderr.read()
     time.sleep(0.5)
     state = subprocess.run(["ps", "-o", "stat=", "-p", str(agent["pid"])], capture_output=True, text=True).stdout.strip()
@@ -105,8 +108,12 @@ def test_corrupt_state_files_give_one_line_errors(project):
     project.build()
     plan = project.state("loops", "0001", "plan.json")
     plan.write_text("{not json")
-    result = run_hoh("status", "-w", project.ws)
+    assert run_hoh("status", "-w", project.ws).returncode == 0  # status reads the journal alone
+    verify = run_hoh("status", "-w", project.ws, "--verify")
+    assert verify.returncode == 1 and "plan.json" in verify.stderr and "Traceback" not in verify.stderr
+    result = run_hoh("resume", "-w", project.ws, "--loops", "1")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "plan.json" in result.stderr
+    assert run_hoh("status", "-w", project.ws, "--verify", "--repair").returncode == 0
     identity = project.state("workspace.json")
     identity.write_text("[]")
     result = run_hoh("resume", "-w", project.ws)

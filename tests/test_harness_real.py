@@ -77,6 +77,12 @@ def test_real_cli_builds_the_demo(name, reference, tmp_path):
         dev = json.loads((loop_dir / "roles" / "developer" / "attempt-1" / "result.json").read_text())
         assert dev["ok"] and dev["harness"]["tool_calls"] >= 2
     assert any(r.get("match", {}).get("role") == "developer" for r in requests)
+    # QA's finding names the behaviour it breaks: the subtraction regression is one issue, as in the reference.
+    issues = [(i["id"], i["title"], i["status"], i.get("behaviour_id"))
+              for i in json.loads((ws / "state" / "ledger.json").read_text())["issues"]]
+    assert issues == [(i["id"], i["title"], i["status"], i.get("behaviour_id"))
+                      for i in json.loads((ref_ws / "state" / "ledger.json").read_text())["issues"]]
+    assert [i[3] for i in issues] == [None, "V-0002"]
     status = json.loads(run_hoh("status", "-w", ws, "--json").stdout)
     assert status["usage"]["input_tokens"] > 0 and status["usage"]["output_tokens"] > 0
     if name == "claude":  # Claude Code prices its runs: total_cost_usd per attempt, summed by status
@@ -324,3 +330,76 @@ def test_claude_without_socat_is_refused_and_doctor_says_why(harness_bin, tmp_pa
     with pytest.raises(HarnessUnavailable, match="sandbox needs socat.*apt-get install bubblewrap socat"):
         claude.check_available()
     assert claude.sandbox_probe(tmp_path).startswith("unavailable: socat not installed")
+
+
+# ---- cost per attempt: the harness's own figure, the price table, or unknown -------------------
+def pi_reported_cost(attempt: Path) -> float:
+    """What Pi itself reported in its event stream: the sum of its messages' cost.total."""
+    total = 0.0
+    for line in (attempt / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        message = event.get("message") or {}
+        if event.get("type") == "message_end" and message.get("role") == "assistant":
+            total += ((message.get("usage") or {}).get("cost") or {}).get("total") or 0.0
+    return total
+
+
+@pytest.mark.parametrize("case", ["harness", "table", "unknown"])
+def test_pi_costs_are_its_own_figure_else_the_table_else_unknown(case, tmp_path):
+    from hoh.harness.base import Usage
+    from hoh.harness.pricing import table_cost
+    p = one_loop_project(tmp_path)
+    mini = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    model = {"harness": "mock-model", "table": "gpt-4o", "unknown": "mock-model"}[case]
+    price = ["--set", "harness.price={input: 2, output: 8}"] if case == "harness" else []
+    with MockLLM(script=mini) as mock:
+        result = run_hoh("build", p.spec, "--harness", "pi", "--model", model, "--base-url", mock.base_url,
+                         "--api-key-env", "HOH_TEST_KEY", "--loops", "1", "-w", p.ws, "-q", *price)
+    assert result.returncode == 0, result.stderr
+    attempts = [e for e in p.journal() if e["event"] == "attempt_finished"]
+    assert [a["role"] for a in attempts] == ["planner", "developer", "qa"]
+    for a in attempts:
+        usage = a["usage"]
+        reported = pi_reported_cost(p.ws / f"state/loops/0001/roles/{a['role']}/attempt-{a['attempt']}")
+        assert usage["input_tokens"] > 0 and (a["harness"], a["model"]) == ("pi", model)
+        if case == "harness":  # Pi priced its own run (hoh gave it the price); its figure is recorded as is
+            assert reported > 0 and a["cost_source"] == "harness" and usage["cost_usd"] == pytest.approx(reported)
+            assert reported == pytest.approx((usage["input_tokens"] * 2 + usage["output_tokens"] * 8) / 1e6)
+        elif case == "table":  # Pi knows no price on hoh's endpoint (it says 0): tokens × the table's price
+            assert reported == 0 and a["cost_source"] == "table"
+            assert usage["cost_usd"] > 0 and usage["cost_usd"] == pytest.approx(table_cost(Usage.from_json(usage),
+                                                                                           "gpt-4o"))
+        else:
+            assert reported == 0 and a.get("cost_source") is None and usage["cost_usd"] is None
+    status = json.loads(run_hoh("status", "-w", p.ws, "--json").stdout)
+    costs = [a["usage"]["cost_usd"] for a in attempts]
+    if case == "unknown":
+        assert status["cost_usd"] is None and status["loops"][0]["cost_usd"] is None
+        assert "cost ?" in run_hoh("status", "-w", p.ws).stdout
+    else:  # summed per role, per loop and for the run
+        assert status["cost_usd"] == pytest.approx(sum(costs))
+        assert status["loops"][0]["cost_usd"] == pytest.approx(sum(costs))
+        assert {r: v["cost_usd"] for r, v in status["roles"].items()} == pytest.approx(
+            {a["role"]: a["usage"]["cost_usd"] for a in attempts})
+
+
+def test_roles_on_different_harnesses_are_each_recorded(tmp_path):
+    """The Planner on the real Pi against the mock, the Developer and QA on the scripted agent."""
+    p = one_loop_project(tmp_path)
+    mini = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    with MockLLM(script=mini) as mock:
+        result = run_hoh("build", p.spec, "--loops", "1", "-w", p.ws, "-q", "--set", "roles.planner.harness=pi",
+                         "--set", "roles.planner.model=mock-model", "--set", f"roles.planner.base_url={mock.base_url}",
+                         "--set", "roles.planner.api_key_env=HOH_TEST_KEY",
+                         "--set", "roles.planner.price={input: 1, output: 4}")
+        roles = {r["match"]["role"] for r in mock.requests() if r.get("match")}
+    assert result.returncode == 0, result.stderr
+    assert roles == {"planner"}  # only the Planner asked the model
+    status = json.loads(run_hoh("status", "-w", p.ws, "--json").stdout)["roles"]
+    assert {r: (v["harness"], v["model"]) for r, v in status.items()} == {
+        "planner": ("pi", "mock-model"), "developer": ("scripted", None), "qa": ("scripted", None)}
+    assert status["planner"]["cost_usd"] > 0 and status["developer"]["cost_usd"] is None
+    assert status["planner"]["tokens"] > 0 and status["developer"]["tokens"] > 0
+    homes = p.ws / "scratch" / "homes"
+    assert (homes / "pi" / "planner" / ".pi").is_dir() and (homes / "scripted" / "developer").is_dir()
+    assert not [f for f in files_under(p.ws) if SENTINEL.encode() in f.read_bytes()]

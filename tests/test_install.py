@@ -38,7 +38,7 @@ USAGE_ERRORS = [
     ["build", "--no-such-option"], ["nope"], ["show"], ["status", "-w"], ["resume"], ["resume", "-w"],
     ["build", "spec.md", "--loops", "abc"], ["doctor", "--harness"], ["mock-llm", "--port", "abc"],
     ["bench", "run"], ["bench", "run", "--no-such-option", "x"], ["bench", "report"], ["bench", "nope"],
-    ["report"], ["report", "-w"],
+    ["report"], ["report", "-w"], ["stop"], ["resume", "-w", "x", "--set"],
 ]
 
 

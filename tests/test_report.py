@@ -223,7 +223,9 @@ def test_a_live_run_is_reported_as_far_as_it_got(make_project, tmp_path):
         assert "(in progress)" in sections[2] and "QA has not reported yet" in sections[2]
         assert page.plot_data()["verdicts"]["loop"] == [1]  # only finished loops are plotted
     finally:
-        os.killpg(build.pid, signal.SIGTERM)
+        for _ in range(2):  # the first SIGTERM waits for the attempt; the second stops hoh at once
+            os.killpg(build.pid, signal.SIGTERM)
+            time.sleep(0.5)
         build.communicate(timeout=60)
     after = run_hoh("report", "-w", proj.ws)
     assert after.returncode == 0 and "(1/2 loops, interrupted)" in after.stdout

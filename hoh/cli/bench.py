@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
-
-from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from ..errors import Interrupted, UsageError
+from .console import err as err_console
+from .console import out as out_console
 from .usage import UsageCommand
 
 if TYPE_CHECKING:
@@ -21,14 +20,8 @@ if TYPE_CHECKING:
 # hoh.bench and rich's consoles and tables are imported inside the commands: `hoh --help` and the
 # other commands never load them.
 
-app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False,
+app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   help="Benchmarks on Harbor: one hoh run per task, every loop graded by the task's verifier (HoH@1..@T).")
-
-
-@lru_cache(maxsize=None)
-def get_console(stderr: bool = False) -> "Console":
-    from rich.console import Console
-    return Console(stderr=stderr)
 
 SUITE_HELP = "A Harbor task dir, a dir of Harbor tasks, a Harbor dataset (NAME[@VERSION]), or programbench[:REGEX]."
 
@@ -114,7 +107,7 @@ def run(
     """Run SUITE on Harbor: per task one agent trial (hoh, or Harbor's oracle), then one grading trial per loop."""
     from ..bench import settings as s
     from ..bench.runner import bench_settings, frozen_config, run_bench
-    out, err = get_console(), get_console(stderr=True)
+    out, err = out_console(), err_console()
     harness = harness or "scripted"
     settings = bench_settings(suite, env=env, harness=harness, model=model, base_url=base_url,
                               api_key_env=api_key_env, mode=mode, ablate=ablate, include=include,
@@ -161,7 +154,7 @@ def report(
     from ..bench.report import compare as compare_summaries
     from ..bench.report import fmt, win_rates
     from ..bench.runner import report_run
-    out = get_console()
+    out = out_console()
     if html:
         if as_json:
             raise UsageError("--html and --json are two outputs; choose one")
@@ -204,7 +197,7 @@ def render_comparison(out_dir: Path, other: Path, cmp: dict[str, Any]) -> None:
     from rich.text import Text
 
     from ..bench.report import fmt
-    out = get_console()
+    out = out_console()
     plain(out, f"A = {out_dir}: {cmp['a']}\nB = {other}: {cmp['b']}")
     for title, rows, key in (("metric", cmp["rows"], "metric"), ("task", cmp["tasks"], "task")):
         table = Table(show_edge=False)
@@ -229,7 +222,7 @@ def list_tasks(
     from rich.text import Text
 
     from ..bench.listing import list_suite
-    out = get_console()
+    out = out_console()
     rows = list_suite(suite, include)
     if as_json:
         print(json.dumps({"suite": suite, "tasks": rows}, indent=2, default=str))

@@ -10,19 +10,18 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from ..errors import HohError
 from . import bench as bench_cli
+from .console import err, out
 from .usage import UsageCommand
 
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
 # them, so `hoh --help` and `hoh status` load only what they need.
 
 app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
-out = Console()
-err = Console(stderr=True)
 app.add_typer(bench_cli.app, name="bench")
 
 WS_HELP = "Workspace directory (everything needed to resume lives here)."
@@ -33,13 +32,43 @@ def _error(message: str) -> None:
     print(f"hoh: {message}", file=sys.stderr, flush=True)
 
 
+EXIT_CODES = {"finished": 0, "complete": 0, "stalled": 0, "failed": 1, "error": 1, "budget_exhausted": 3,
+              "stopped": 4, "quota_exhausted": 5}
+"""How `hoh build` and `hoh resume` exit, by run status (2: bad input, nothing run; 130: a second Ctrl-C)."""
+NEXT_STEP = {
+    "budget_exhausted": "raise the budget and continue: hoh resume -w {ws} --set budget.KEY=VALUE",
+    "stopped": "continue with: hoh resume -w {ws}",
+    "quota_exhausted": "continue once the usage limit has reset: hoh resume -w {ws}",
+    "failed": "fix the cause, then continue with: hoh resume -w {ws}",
+}
+
+
 def _finish(report, workspace: Path) -> None:
+    done = f"{report.loops_finished}/{report.target_loops} loops"
     if report.status == "finished":
-        out.print(f"finished {report.loops_finished}/{report.target_loops} loops · hoh status -w {workspace}")
-        return
-    _error(f"stopped after {report.loops_finished} loops: {report.error}")
-    _error(f"fix the cause, then continue with: hoh resume -w {workspace}")
-    raise typer.Exit(1)
+        out().print(f"finished {done} · hoh status -w {workspace}")
+    elif report.status in ("complete", "stalled"):
+        out().print(f"{report.status} after {done}: {report.error} · hoh status -w {workspace}", soft_wrap=True)
+    else:
+        _error(f"{report.status} after {done}: {report.error}")
+        _error(NEXT_STEP.get(report.status, NEXT_STEP["failed"]).format(ws=workspace))
+    if code := EXIT_CODES.get(report.status, 1):
+        raise typer.Exit(code)
+
+
+def _graceful(progress) -> None:
+    """A first Ctrl-C, SIGTERM or SIGHUP ends the run after the current role attempt; a second one at once.
+    Supervisors with a hard deadline set HOH_STOP_AT_ONCE=1 to make the first one immediate."""
+    from ..runtime import stop
+
+    def handler(signum, frame) -> None:
+        if stop.in_process_request() is not None or os.environ.get("HOH_STOP_AT_ONCE") == "1":
+            raise KeyboardInterrupt
+        stop.request_in_process(signal.Signals(signum).name)
+        progress("stopping", source=signal.Signals(signum).name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 @app.command(cls=UsageCommand)
@@ -71,7 +100,8 @@ def build(
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops})
-    with LiveProgress(err, quiet) as progress:
+    with LiveProgress(err(), quiet) as progress:
+        _graceful(progress)
         report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
     _finish(report, workspace)
 
@@ -81,14 +111,34 @@ def resume(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", min=1,
                                         help="Run this many more loops past the last finished one."),
+    set_: list[str] = typer.Option([], "--set", help="Change a setting in the workspace's hoh.yaml first: "
+                                   "key.sub=value (repeatable), e.g. budget.cost_usd=20."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
 ) -> None:
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
     from .. import api
     from .progress import LiveProgress
-    with LiveProgress(err, quiet) as progress:
-        report = api.resume(workspace, more_loops=loops, notify=progress)
+    with LiveProgress(err(), quiet) as progress:
+        _graceful(progress)
+        report = api.resume(workspace, more_loops=loops, notify=progress, overrides=set_)
     _finish(report, workspace)
+
+
+@app.command(cls=UsageCommand)
+def stop(
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    wait: bool = typer.Option(False, "--wait", help="Return only once that hoh has stopped."),
+) -> None:
+    """Ask the hoh running in a workspace to stop after its current role attempt (hoh resume continues)."""
+    import time
+
+    from .. import api
+    from ..runtime.lock import lock_held
+    pid = api.stop(workspace)
+    out().print(f"stop requested: hoh pid {pid} ends after its current role attempt; continue later with: "
+              f"hoh resume -w {workspace}", soft_wrap=True)
+    while wait and lock_held(workspace.expanduser().resolve()):
+        time.sleep(0.2)
 
 
 @app.command(cls=UsageCommand)
@@ -98,6 +148,7 @@ def status(
     verify: bool = typer.Option(False, "--verify", help="Re-hash everything finished loops left and report any "
                                 "tampering (exit 1)."),
     repair: bool = typer.Option(False, "--repair", help="With --verify: put tampered sealed files back."),
+    show_all: bool = typer.Option(False, "--all", help=f"Every loop, not only the last {20}."),
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
     from .. import api
@@ -107,19 +158,19 @@ def status(
         if as_json:
             print(json.dumps(found, indent=2))
         for line in found["repaired"]:
-            out.print(f"repaired: {line}", markup=False, highlight=False, soft_wrap=True)
+            out().print(f"repaired: {line}", markup=False, highlight=False, soft_wrap=True)
         for line in found["problems"]:
             _error(line)
         if found["problems"]:
             raise typer.Exit(1)
         if not as_json:
-            out.print("verified: every finished loop's state, tag and history object is as it was sealed")
+            out().print("verified: every finished loop's state, tag and history object is as it was sealed")
         return
     data = api.status(workspace)
     if as_json:
-        out.print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
+        out().print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
     else:
-        render_status(out, data)
+        render_status(out(), data, show_all)
 
 
 @app.command(cls=UsageCommand)
@@ -130,7 +181,7 @@ def show(
     """Print one issue or verified behaviour with its whole history."""
     from .. import api
     from .status import show_issue
-    show_issue(out, api.ledger_item(workspace, issue_id))
+    show_issue(out(), api.ledger_item(workspace, issue_id))
 
 
 @app.command(cls=UsageCommand)
@@ -164,7 +215,7 @@ def doctor(
     if as_json:
         print(json.dumps({"jail": jail, "harnesses": reports}, indent=2))
     else:
-        render(out, jail, reports)
+        render(out(), jail, reports)
     if harness and not reports[0]["usable"]:
         _error(reports[0]["problem"])
         raise typer.Exit(1)

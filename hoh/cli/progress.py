@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -18,6 +19,7 @@ class LiveProgress:
                                  console=console, transient=True)
         self.task = None
         self.loop, self.target = 0, 0
+        self.stopping = False
 
     def __enter__(self) -> "LiveProgress":
         if self.live:
@@ -32,6 +34,18 @@ class LiveProgress:
     def __call__(self, kind: str, **f: Any) -> None:
         if kind == "warning":  # shown even when quiet
             self.console.print(f"[yellow]warning:[/yellow] {f['message']}", soft_wrap=True)
+            return
+        if kind == "stopping":  # shown even when quiet, once: the user asked for it
+            if self.stopping:
+                return
+            self.stopping = True
+            self.console.print(f"stopping after the current role attempt ({f['source']}); Ctrl-C again stops at once",
+                               soft_wrap=True, markup=False)
+            return
+        if kind == "paused":
+            until = time.strftime("%Y-%m-%d %H:%M", time.localtime(f["until"]))
+            self.console.print(f"{f['role']}: the harness's usage limit is reached; paused until {until}, then "
+                               "hoh goes on by itself (hoh stop -w … to end the run instead)", soft_wrap=True)
             return
         if self.quiet:
             return

@@ -8,39 +8,100 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _tokens(usage: dict[str, Any]) -> str:
-    total = usage["input_tokens"] + usage["output_tokens"]
-    cost = f" ${usage['cost_usd']:.2f}" if usage.get("cost_usd") else ""
-    return f"{total:,}{cost}"
+ROLE_LETTERS = ("planner", "developer", "qa")
 
 
-def render_status(console: Console, data: dict[str, Any]) -> None:
-    console.print(f"[bold]{data['workspace']}[/bold] · harness {data['harness']} · {data['state']} · "
-                  f"{data['loops_finished']}/{data['target_loops']} loops · tokens {_tokens(data['usage'])}")
-    table = Table(show_edge=False)
-    for col in ("loop", "status", "criteria", "tries P/D/Q", "time", "issues o/c/r", "tokens"):
-        table.add_column(col)
-    table.add_column("candidate", no_wrap=True, overflow="fold")
-    for loop in data["loops"]:
-        attempts = "/".join(str(loop["attempts"][r]) for r in ("planner", "developer", "qa"))
+def money(cost: float | None) -> str:
+    """A cost for people: unknown is "?", never $0."""
+    if cost is None:
+        return "?"
+    return f"${cost:,.2f}" if cost >= 0.1 or cost == 0 else f"${cost:.4f}"
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _amount(key: str, value: float) -> str:
+    return f"{int(value):,}" if key == "tokens" else money(value) if key == "cost_usd" else f"{value:.2f}h"
+
+
+def _table(*columns: str) -> Table:
+    # Cells fold rather than end in "…": in a narrow terminal a value wraps, it is never cut.
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
+SHOWN_LOOPS = 20
+"""The table shows the last this many loops unless asked for all."""
+
+
+def render_status(console: Console, data: dict[str, Any], show_all: bool = False) -> None:
+    """The status for a terminal, readable at 80 columns."""
+    def say(text: str) -> None:
+        console.print(text, soft_wrap=False, markup=False, highlight=False, overflow="fold")
+
+    say(data["workspace"])
+    line = (f"{data['state']} · {data['loops_finished']}/{data['target_loops']} loops · "
+            f"tokens {data['tokens']:,} · cost {money(data['cost_usd'])}")
+    if eta := data.get("eta"):
+        line += f" · ETA {duration(eta['seconds'])}" + (f" (about {eta['at']})" if eta.get("at") else "")
+    say(line)
+    if data.get("paused_until"):
+        say(f"paused until {data['paused_until']}: the harness's usage limit; hoh goes on by itself")
+    if reason := data.get("stop_reason"):
+        say(f"stop reason: {reason['status']}: {reason['error'] or 'no detail recorded'}")
+    if budget := data.get("budget"):
+        parts = []
+        for key, figure in budget.items():
+            over = f" (over by {_amount(key, figure['overrun'])})" if figure["overrun"] else ""
+            parts.append(f"{key} {_amount(key, figure['spent'])} / {_amount(key, figure['limit'])}{over}")
+        say("budget: " + " · ".join(parts))
+    if patience := data.get("patience"):
+        say(f"patience: {patience['loops_without_progress']} of {patience['limit']} loops without progress")
+    last = next((loop["candidate_id"] for loop in reversed(data["loops"]) if loop["candidate_id"]), None)
+    if last:
+        say(f"last candidate: {last}")
+
+    table = _table("loop", "status", "crit", "tries", "time", "issues", "tokens", "cost", "tree")
+    loops = data["loops"] if show_all else data["loops"][-SHOWN_LOOPS:]
+    if len(loops) < len(data["loops"]):
+        say(f"… {len(data['loops']) - len(loops)} earlier loops (hoh status --all shows them)")
+    for loop in loops:
+        attempts = "/".join(str(loop["attempts"][r]) for r in ROLE_LETTERS)
         issues = loop["issues"]
         issue_cell = (f"{issues['open'] + issues['fixed_pending_verify']}/{issues['closed']}/{issues['reopened']}"
                       if issues else "")
-        usage = {k: sum(u[k] for u in loop["usage"].values()) for k in ("input_tokens", "output_tokens")}
+        tree = (loop["candidate_id"] or "").rpartition("-")[2]
         table.add_row(str(loop["loop"]), loop["status"], f"{loop['criteria_verified']}/{loop['criteria_total']}",
-                      attempts, f"{loop['seconds']:.1f}s", issue_cell, _tokens(usage), loop["candidate_id"] or "")
+                      attempts, duration(loop["seconds"]), issue_cell, f"{loop['tokens']:,}", money(loop["cost_usd"]),
+                      tree)
     console.print(table)
+    console.print("tries: planner/developer/qa · issues: open/closed/reopened · tree: of the candidate",
+                  style="dim", highlight=False)
+
+    roles = _table("role", "harness", "model", "tries", "tokens", "cost", "time")
+    for role, r in data["roles"].items():
+        roles.add_row(role, r["harness"], r["model"] or "(default)", str(r["attempts"]), f"{r['tokens']:,}",
+                      money(r["cost_usd"]), duration(r["seconds"]))
+    console.print(roles)
     caught = [f"loop {loop['loop']} {role} {n}" for loop in data["loops"]
               for role, n in loop.get("violations", {}).items() if n]
     if caught:
         console.print(f"guard: writes into protected areas found and put back ({'; '.join(caught)}); "
-                      "details in each attempt's result.json", soft_wrap=True)
+                      "details in each attempt's result.json", soft_wrap=False, overflow="fold")
     if data.get("sandbox") == "off":
         console.print("[yellow]warning:[/yellow] sandbox.mode is off: roles ran without the OS jail (hoh's guard "
-                      "and the harness's own flags were the only protection)", soft_wrap=True)
-    by_role = {role: sum(loop["usage"][role]["input_tokens"] + loop["usage"][role]["output_tokens"]
-                         for loop in data["loops"]) for role in ("planner", "developer", "qa")}
-    console.print("tokens by role: " + " · ".join(f"{role} {n:,}" for role, n in by_role.items()))
+                      "and the harness's own flags were the only protection)")
 
 
 def show_issue(console: Console, item: dict[str, Any]) -> None:

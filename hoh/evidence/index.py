@@ -14,6 +14,7 @@ from typing import Any
 from ..config import IndexConfig
 from ..fsutil import load_state
 from ..paths import WorkspacePaths
+from ..plans import load_plan
 from .ledger import Ledger
 
 
@@ -109,7 +110,7 @@ def build_index(paths: WorkspacePaths, spec: str, ledger: Ledger, last_loop: int
     for loop in range(max(1, last_loop - cfg.recent_loops + 1), last_loop + 1):
         lp = paths.loop(loop)
         candidate = load(lp.candidate)
-        summaries.append(loop_summary(loop, load(lp.plan), load(lp.qa),
+        summaries.append(loop_summary(loop, load_plan(lp.plan) if lp.plan.exists() else None, load(lp.qa),
                                       candidate["candidate_id"] if candidate else None, "no QA report"))
     return render_index(spec=spec, ledger=ledger, loops=summaries, last_loop=last_loop, budget_bytes=cfg.budget_bytes,
                         top_issues=cfg.top_issues, recent_loops=cfg.recent_loops)

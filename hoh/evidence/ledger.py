@@ -5,7 +5,8 @@ claims. Rules that make it trustworthy:
 - only QA evidence closes an issue; `insufficient_evidence` never changes anything;
 - a closed issue found failing again is `reopened`, its history kept, its regression count raised;
 - a verified behaviour that QA finds broken reopens the issues it was verified for, or else
-  becomes a new regression issue.
+  becomes a new regression issue; a QA finding that names the behaviour it breaks (`behaviour_id`)
+  is that same regression, never a second issue for the one defect.
 Each issue gets one history entry per loop that touched it, carrying the loop's final status.
 """
 
@@ -104,6 +105,21 @@ class Ledger:
         active = [i for i in self.issues if i["status"] in ACTIVE]
         return sorted(active, key=lambda i: (STATUS_RANK[i["status"]], SEVERITY_RANK[i["severity"]], i["id"]))
 
+    def progress(self, loop: int) -> dict[str, int]:
+        """What `loop` added to the evidence: new verified behaviours, broken ones verified again, issues closed
+        (each read from the histories, so it is the same when asked again after a resume)."""
+        added = reverified = 0
+        for b in self.behaviours:
+            if b["first_verified"]["loop"] == loop:
+                added += 1
+                continue
+            entries = b["history"]
+            for before, now in zip(entries, entries[1:]):
+                if now["loop"] == loop and now["status"] == "verified" and before["status"] == "broken":
+                    reverified += 1
+        closed = sum(1 for i in self.issues if any(h["loop"] == loop and h["status"] == "closed" for h in i["history"]))
+        return {"behaviours_added": added, "reverified": reverified, "issues_closed": closed}
+
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATUS_RANK}
         for issue in self.issues:
@@ -191,26 +207,44 @@ class Ledger:
                         if issue_id not in behaviour["issues"]:
                             behaviour["issues"].append(issue_id)
 
+        # A finding that names the behaviour it breaks describes that regression: its title and severity
+        # name the regression issue when one is opened, and it adds no issue of its own.
+        named = {}
+        for finding in qa["findings"]:
+            if finding.get("behaviour_id") in self._behaviours and "issue_id" not in finding:
+                named.setdefault(finding["behaviour_id"], finding)
+
+        def regression_issues(behaviour: dict[str, Any], evidence: list[str], note: str) -> None:
+            linked = self._linked(behaviour)
+            if not linked:
+                finding = named.get(behaviour["id"])
+                title, severity = (finding["title"], finding["severity"]) if finding else \
+                    (f"Regression: {behaviour['behaviour']}", "major")
+                linked = [self._new_issue(title, severity, loop, behaviour["id"])["id"]]
+            for issue_id in linked:
+                failing.setdefault(issue_id, (evidence, note))
+
         for item in qa["preserved"]:
             behaviour = self._behaviours.get(item["id"])
             if behaviour is None or item["status"] == "insufficient_evidence":
                 continue
             self._mark_behaviour(behaviour, item["status"], loop, candidate_id)
-            linked = behaviour["issues"] + [i["id"] for i in self.issues if i.get("behaviour_id") == behaviour["id"]]
             if item["status"] == "verified":
-                for issue_id in linked:
+                for issue_id in self._linked(behaviour):
                     if self._issues[issue_id].get("behaviour_id") == behaviour["id"]:
                         passing.setdefault(issue_id, refs(item))
             else:
-                if not linked:
-                    issue = self._new_issue(f"Regression: {behaviour['behaviour']}", "major", loop, behaviour["id"])
-                    linked = [issue["id"]]
-                for issue_id in linked:
-                    failing.setdefault(issue_id, (refs(item), f"verified behaviour {behaviour['id']} broke"))
+                regression_issues(behaviour, refs(item), f"verified behaviour {behaviour['id']} broke")
 
         for finding in qa["findings"]:
-            issue = self._issues.get(finding.get("issue_id", "")) or self._new_issue(finding["title"], finding["severity"], loop)
-            failing.setdefault(issue["id"], (refs(finding), finding["title"]))
+            if issue := self._issues.get(finding.get("issue_id", "")):
+                failing.setdefault(issue["id"], (refs(finding), finding["title"]))
+            elif behaviour := self._behaviours.get(finding.get("behaviour_id", "")):
+                self._mark_behaviour(behaviour, "failed", loop, candidate_id)
+                regression_issues(behaviour, refs(finding), finding["title"])
+            else:
+                issue = self._new_issue(finding["title"], finding["severity"], loop)
+                failing.setdefault(issue["id"], (refs(finding), finding["title"]))
 
         for issue_id, evidence in passing.items():
             if issue_id not in failing and self._issues[issue_id]["status"] != "closed":
@@ -219,6 +253,11 @@ class Ledger:
             issue = self._issues[issue_id]
             new_status = {"closed": "reopened", "reopened": "reopened"}.get(issue["status"], "open")
             touch(issue, new_status, "qa", evidence, note)
+
+    def _linked(self, behaviour: dict[str, Any]) -> list[str]:
+        """The issues a behaviour stands for: those it was verified for, and its own regression issues."""
+        own = [i["id"] for i in self.issues if i.get("behaviour_id") == behaviour["id"]]
+        return behaviour["issues"] + [i for i in own if i not in behaviour["issues"]]
 
     def _mark_behaviour(self, behaviour: dict[str, Any], status: str, loop: int, candidate_id: str) -> None:
         behaviour["status"] = "verified" if status == "verified" else "broken"

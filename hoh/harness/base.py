@@ -24,6 +24,7 @@ from ..errors import HarnessUnavailable
 from ..fsutil import atomic_write_json
 from .jail import JailSpec, bwrap_argv
 from .process import ProcessResult, call, run_process
+from .quota import QUOTA_REGEX
 
 
 class Outcome(str, Enum):
@@ -38,6 +39,8 @@ class Outcome(str, Enum):
     idle_timeout = "idle_timeout"
     no_final_message = "no_final_message"
     crashed = "crashed"
+    quota_exhausted = "quota_exhausted"
+    """A subscription's usage limit ("You've hit your limit · resets 1pm"): the run waits for the reset."""
 
     @property
     def transient(self) -> bool:
@@ -51,6 +54,10 @@ ErrorPattern = tuple["re.Pattern[str]", Outcome]
 def compile_patterns(*pairs: tuple[str, Outcome]) -> tuple[ErrorPattern, ...]:
     """Compile (regex, outcome) pairs, case-insensitive; write each regex word-bounded."""
     return tuple((re.compile(regex, re.IGNORECASE), outcome) for regex, outcome in pairs)
+
+
+QUOTA_PATTERN = (QUOTA_REGEX, Outcome.quota_exhausted)
+"""The usage-limit words every subscription CLI's message uses; adapters list it with their own patterns."""
 
 
 def outcome_of_status(status: int | None) -> Outcome | None:
@@ -160,6 +167,9 @@ class HarnessResult:
     duration_s: float
     error: str | None = None
     denials: list[dict[str, str]] = field(default_factory=list)
+    cost_source: str | None = None
+    """Where `usage.cost_usd` came from: harness (the CLI's own figure), price (the configured price),
+    table (the price table, by model name); None: unknown."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -181,13 +191,18 @@ class HarnessAdapter(ABC):
     """What the CLI itself enforces for each role (its sandbox, permission modes, tool lists), as hoh uses
     it; `hoh doctor` shows it beside hoh's jail and guard."""
     error_patterns: ClassVar[tuple[ErrorPattern, ...]] = ()
-    """This CLI's error messages that name a rate limit, an auth or a network failure (see `outcome_of`)."""
+    """This CLI's error messages that name a usage limit, a rate limit, an auth or a network failure (see
+    `outcome_of`)."""
 
     def __init__(self, config: HarnessConfig):
         self.config = config
 
     def outcome_of(self, message: str, status: int | None = None) -> Outcome:
-        """Type an error the CLI reported: its HTTP status first, then this CLI's patterns, else a model error."""
+        """Type an error the CLI reported: a usage limit (often sent as a 429) first, then its HTTP status,
+        then this CLI's patterns, else a model error."""
+        for pattern, outcome in self.error_patterns:
+            if outcome is Outcome.quota_exhausted and pattern.search(message):
+                return outcome
         by_status = outcome_of_status(status)
         if by_status is not None:
             return by_status
@@ -195,6 +210,20 @@ class HarnessAdapter(ABC):
             if pattern.search(message):
                 return outcome
         return Outcome.model_error
+
+    # ---- cost --------------------------------------------------------------------------------
+    def reported_cost_counts(self) -> bool:
+        """Whether a cost this CLI reports is its real price, not a placeholder for a model it cannot price."""
+        return True
+
+    def always_reports_cost(self) -> bool:
+        """Whether every run of this CLI, as configured, reports its own cost (then a cost budget needs no price)."""
+        return False
+
+    def can_price(self) -> bool:
+        """Whether the cost of this CLI's runs is known: its own figure, the configured price, or the table's."""
+        from .pricing import table_knows
+        return self.always_reports_cost() or self.config.price is not None or table_knows(self.config.model)
 
     # ---- installation ------------------------------------------------------------------------
     @property
@@ -316,8 +345,10 @@ class HarnessAdapter(ABC):
                                    error_outcome=Outcome.crashed)
         outcome, error = self.classify(proc, parsed)
         error = redact(error, secrets) if error else error
-        return HarnessResult(outcome, parsed.final_message, parsed.usage, parsed.tool_calls, parsed.session_id,
-                             proc.exit_code, proc.duration_s, error, parsed.denials)
+        from .pricing import cost_usage
+        usage, source = cost_usage(parsed.usage, self.config, self.reported_cost_counts())
+        return HarnessResult(outcome, parsed.final_message, usage, parsed.tool_calls, parsed.session_id,
+                             proc.exit_code, proc.duration_s, error, parsed.denials, source)
 
 
 def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import HarnessUnavailable
-from .base import (HarnessAdapter, HarnessResult, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
-                   copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, HarnessAdapter, HarnessResult, Outcome, ParsedRun, RoleRequest, Usage,
+                   compile_patterns, copy_credentials, json_events)
 from .process import call
 
 SANDBOX = {"sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
@@ -49,11 +49,15 @@ class ClaudeAdapter(HarnessAdapter):
                  "qa": "acceptEdits in the evidence dir, Bash in its own sandbox (weaker nested mode)"}
     # Claude Code reports `api_error_status` when there was a response; these cover the rest.
     error_patterns = compile_patterns(
+        QUOTA_PATTERN,
         (r"\brate.?limit|\btoo many requests\b|\boverloaded\b", Outcome.rate_limited),
         (r"\bnot logged in\b|\binvalid (x-)?api.?key\b|\bauthentication_error\b|\bOAuth token\b", Outcome.auth_error),
         (r"\bECONN(RESET|REFUSED)\b|\bconnection (dropped|refused|reset|error)\b|\bconnection to the API was lost\b"
          r"|\brequest timed out\b|\bETIMEDOUT\b|\bsocket hang up\b|\bfetch failed\b", Outcome.network_error),
     )
+
+    def always_reports_cost(self) -> bool:
+        return True  # total_cost_usd in every result event, from its own price list
 
     def outcome_of(self, message: str, status: int | None = None) -> Outcome:
         # 529 is Anthropic's "overloaded": temporary, like a rate limit.

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import (HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials,
-                   json_events)
+from .base import (QUOTA_PATTERN, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
+                   copy_credentials, json_events)
 from .process import call
 
 PROVIDER = "hoh"
@@ -31,6 +31,7 @@ class CodexAdapter(HarnessAdapter):
                  "qa": "codex sandbox workspace-write on the evidence dir only"}
     # What codex prints once its own retries are spent (HARNESSES.md §2.6); it gives no status field.
     error_patterns = compile_patterns(
+        QUOTA_PATTERN,
         (r"\blast status: 429\b|\b429 Too Many Requests\b|\brate.?limit", Outcome.rate_limited),
         (r"\bMissing environment variable\b|\b40[13] (Unauthorized|Forbidden)\b|\b(invalid|incorrect) api key\b",
          Outcome.auth_error),

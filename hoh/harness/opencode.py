@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import (HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials,
-                   json_events)
+from .base import (QUOTA_PATTERN, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
+                   copy_credentials, json_events)
 
 PROVIDER = "hoh"
 
@@ -38,11 +38,18 @@ class OpenCodeAdapter(HarnessAdapter):
                  "qa": "permissions: edit and bash allowed (no sandbox of its own)"}
     # OpenCode gives the HTTP status in `error.data.statusCode` when there was a response at all.
     error_patterns = compile_patterns(
+        QUOTA_PATTERN,
         (r"\brate.?limit|\btoo many requests\b", Outcome.rate_limited),
         (r"\bunauthorized\b|\b(invalid|incorrect) api key\b|\bauthentication\b", Outcome.auth_error),
         (r"\bcannot connect to api\b|\bsocket connection was closed\b|\bconnection (reset|refused|closed)\b"
          r"|\bECONN(RESET|REFUSED)\b|\btimed out\b", Outcome.network_error),
     )
+
+    def reported_cost_counts(self) -> bool:
+        # For an endpoint of hoh's (base_url) OpenCode knows no price unless hoh gives it one; it reports 0 then.
+        return not self.config.base_url or self.config.price is not None
+
+    always_reports_cost = reported_cost_counts
 
     def model_ref(self) -> str | None:
         if self.config.base_url:
@@ -65,9 +72,12 @@ class OpenCodeAdapter(HarnessAdapter):
             options = {"baseURL": self.config.base_url}
             if self.config.api_key_env:
                 options["apiKey"] = "{env:" + self.config.api_key_env + "}"
+            entry: dict[str, Any] = {"name": model, "tool_call": True}
+            if price := self.config.price:
+                entry["cost"] = {"input": price.input, "output": price.output,
+                                 "cache_read": price.cache_read if price.cache_read is not None else price.input}
             config["provider"] = {PROVIDER: {"npm": "@ai-sdk/openai-compatible", "name": "hoh endpoint",
-                                             "options": options,
-                                             "models": {model: {"name": model, "tool_call": True}}}}
+                                             "options": options, "models": {model: entry}}}
             config["model"] = config["small_model"] = f"{PROVIDER}/{model}"
         return config
 
@@ -107,8 +117,10 @@ class OpenCodeAdapter(HarnessAdapter):
                 tokens = part.get("tokens") or {}
                 cache = tokens.get("cache") or {}
                 cost = part.get("cost")
-                parsed.usage = parsed.usage + (Usage(tokens.get("input", 0), cache.get("read", 0),
-                                                      tokens.get("output", 0), tokens.get("reasoning", 0),
+                # OpenCode's `input` leaves out cache reads and writes; hoh's input counts them.
+                read, write = cache.get("read") or 0, cache.get("write") or 0
+                parsed.usage = parsed.usage + (Usage((tokens.get("input") or 0) + read + write, read,
+                                                      tokens.get("output") or 0, tokens.get("reasoning") or 0,
                                                       float(cost) if cost is not None else None))
             elif kind == "error":
                 error = event.get("error") or {}

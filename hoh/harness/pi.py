@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ..fsutil import atomic_write_json
-from .base import (HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns, copy_credentials,
-                   json_events)
+from .base import (QUOTA_PATTERN, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
+                   copy_credentials, json_events)
 
 PROVIDER = "hoh"
 TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}
@@ -29,11 +29,18 @@ class PiAdapter(HarnessAdapter):
                  "developer": "none (Pi has no sandbox)", "qa": "none (Pi has no sandbox)"}
     # Pi's errorMessage starts with the HTTP status when there was a response ("429 …"); see `status_of`.
     error_patterns = compile_patterns(
+        QUOTA_PATTERN,
         (r"\brate.?limit|\btoo many requests\b", Outcome.rate_limited),
         (r"\bunauthorized\b|\b(invalid|incorrect|no) api key\b|\bauthentication\b", Outcome.auth_error),
         (r"\bconnection error\b|^terminated$|\bfetch failed\b|\bECONN(RESET|REFUSED)\b|\btimed out\b",
          Outcome.network_error),
     )
+
+    def reported_cost_counts(self) -> bool:
+        # For an endpoint of hoh's (base_url) Pi knows no price unless hoh gives it one; it reports 0 then.
+        return not self.config.base_url or self.config.price is not None
+
+    always_reports_cost = reported_cost_counts
 
     def agent_dir(self, request: RoleRequest) -> Path:
         return (request.home or Path.home()) / ".pi" / "agent"
@@ -64,9 +71,13 @@ class PiAdapter(HarnessAdapter):
         agent.mkdir(parents=True, exist_ok=True)
         if self.config.base_url:
             model = self.config.model or "default"
+            entry = {"id": model, "name": model, "contextWindow": 128000, "maxTokens": 16384}
+            if price := self.config.price:
+                entry["cost"] = {"input": price.input, "output": price.output, "cacheWrite": 0,
+                                 "cacheRead": price.cache_read if price.cache_read is not None else price.input}
             provider = {"baseUrl": self.config.base_url, "api": "openai-completions",
                         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-                        "models": [{"id": model, "name": model, "contextWindow": 128000, "maxTokens": 16384}]}
+                        "models": [entry]}
             if self.config.api_key_env:
                 provider["apiKey"] = self.config.api_key_env  # Pi reads an env var *name* here, never the value
             atomic_write_json(agent / "models.json", {"providers": {PROVIDER: provider}})
@@ -90,8 +101,10 @@ class PiAdapter(HarnessAdapter):
                 last_assistant = message
                 u = message.get("usage") or {}
                 cost = (u.get("cost") or {}).get("total")
-                parsed.usage = parsed.usage + (Usage(u.get("input", 0), u.get("cacheRead", 0), u.get("output", 0), 0,
-                                                      float(cost) if cost is not None else None))
+                # Pi's `input` leaves out cache reads and writes; hoh's input counts them.
+                read, write = u.get("cacheRead") or 0, u.get("cacheWrite") or 0
+                parsed.usage = parsed.usage + (Usage((u.get("input") or 0) + read + write, read, u.get("output") or 0,
+                                                      0, float(cost) if cost is not None else None))
         if last_assistant is not None:
             if last_assistant.get("stopReason") == "error":
                 parsed.error = last_assistant.get("errorMessage") or "pi reported a model error"

@@ -10,6 +10,7 @@ head and tail of stderr.
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import threading
@@ -40,32 +41,31 @@ class ProcessResult:
 
 
 class _Tee(threading.Thread):
-    """Copy a pipe to a file (or keep up to `keep_all` bytes of it) chunk by chunk, noting the time
-    of the last output and, if asked, the head and tail for an excerpt."""
+    """Copy a pipe to a file chunk by chunk, noting the time of the last output and, if asked, the
+    head and tail for an excerpt (`keep` alone serves `call`, which reads its pipes itself)."""
 
-    def __init__(self, pipe, path: Path | None, keep_excerpt: bool, keep_all: int = 0):
+    def __init__(self, pipe, path: Path | None, keep_excerpt: bool):
         super().__init__(daemon=True)
-        self.pipe, self.path, self.keep_excerpt, self.keep_all = pipe, path, keep_excerpt, keep_all
+        self.pipe, self.path, self.keep_excerpt = pipe, path, keep_excerpt
         self.last_activity = time.monotonic()
         self.head = bytearray()
         self.tail = bytearray()
-        self.data = bytearray()
         self.total = 0
 
     def run(self) -> None:
-        with open(self.path, "wb") if self.path else open(os.devnull, "wb") as out:
+        with open(self.path, "wb") as out:
             for chunk in iter(lambda: self.pipe.read1(65536), b""):
                 self.last_activity = time.monotonic()
-                if self.path:
-                    out.write(chunk)
-                    out.flush()
-                self.total += len(chunk)
-                if len(self.data) < self.keep_all:
-                    self.data += chunk[: self.keep_all - len(self.data)]
-                if self.keep_excerpt:
-                    if len(self.head) < TAIL_BYTES:
-                        self.head += chunk[: TAIL_BYTES - len(self.head)]
-                    self.tail = (self.tail + chunk)[-TAIL_BYTES:]
+                out.write(chunk)
+                out.flush()
+                self.keep(chunk)
+
+    def keep(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self.keep_excerpt:
+            if len(self.head) < TAIL_BYTES:
+                self.head += chunk[: TAIL_BYTES - len(self.head)]
+            self.tail = (self.tail + chunk)[-TAIL_BYTES:]
 
     def excerpt(self) -> str:
         head, tail = bytes(self.head), bytes(self.tail)
@@ -203,27 +203,47 @@ def call(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None
     """Run a short command to completion in its own process group, stdin closed.
 
     On timeout the whole group is killed and `exit_code` is None. Raises OSError when the program
-    cannot be started, OutputTooLarge when stdout passes `max_stdout`."""
+    cannot be started, OutputTooLarge when stdout passes `max_stdout`. One selector loop reads both
+    pipes: no threads, since hoh makes many such calls per loop (git)."""
     proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = _Tee(proc.stdout, None, False, keep_all=max_stdout + 1), _Tee(proc.stderr, None, True)
-    out.start()
-    err.start()
-    timed_out = False
+    out, total, err = bytearray(), 0, _Tee(None, None, True)
+    deadline, timed_out = time.monotonic() + timeout, False
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ, "out")
+    selector.register(proc.stderr, selectors.EVENT_READ, "err")
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                _kill_group(proc)
+                break
+            events = selector.select(timeout=min(remaining, 0.5))
+            for key, _ in events:
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.data == "out":
+                    total += len(chunk)
+                    out += chunk[: max(0, max_stdout + 1 - len(out))]
+                else:
+                    err.keep(chunk)
+            if not events and proc.poll() is not None:
+                _kill_leftovers(proc)  # a child of the leader still holds the pipes
     except BaseException:
         _kill_group(proc)
         raise
-    _kill_group(proc) if timed_out else _kill_leftovers(proc)
+    finally:
+        selector.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    if not timed_out:
+        _kill_leftovers(proc)
     proc.wait()
-    out.join(timeout=10)
-    err.join(timeout=10)
-    if out.total > max_stdout:
+    if total > max_stdout:
         raise OutputTooLarge(f"{argv[0]} printed more than {max_stdout} bytes")
-    return CallResult(None if timed_out else proc.returncode, bytes(out.data), err.excerpt())
+    return CallResult(None if timed_out else proc.returncode, bytes(out), err.excerpt())
 
 
 def _kill_leftovers(proc: subprocess.Popen) -> None:

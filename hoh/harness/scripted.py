@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from .base import HarnessAdapter, json_events, Outcome, ParsedRun, RoleRequest, Usage
+from .base import QUOTA_PATTERN, HarnessAdapter, ParsedRun, RoleRequest, Usage, compile_patterns, json_events
 
 
 class ScriptedAdapter(HarnessAdapter):
     name = "scripted"
+    # The script's `error` events name these, as a real CLI's messages would.
+    error_patterns = compile_patterns(QUOTA_PATTERN)
 
     def script_path(self, request: RoleRequest) -> Path:
         script = Path(self.config.script or "script.yaml")
@@ -40,9 +42,12 @@ class ScriptedAdapter(HarnessAdapter):
             elif kind == "message":
                 parsed.final_message = event.get("text")
             elif kind == "usage":
+                cost = event.get("cost_usd")
                 parsed.usage = parsed.usage + (Usage(int(event.get("input_tokens", 0)),
                                                       int(event.get("cached_input_tokens", 0)),
-                                                      int(event.get("output_tokens", 0))))
+                                                      int(event.get("output_tokens", 0)), 0,
+                                                      float(cost) if cost is not None else None))
             elif kind == "error":
-                parsed.error, parsed.error_outcome = event.get("message"), Outcome.model_error
+                parsed.error = str(event.get("message") or "the scripted agent reported an error")
+                parsed.error_outcome = self.outcome_of(parsed.error)
         return parsed

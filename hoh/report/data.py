@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import role_harness
 from ..errors import HohError
 from ..evidence.ledger import Ledger
 from ..fsutil import load_state
+from ..plans import load_plan
 from ..paths import ROLES, WorkspacePaths
 from ..runtime.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
 from ..runtime.journal import Journal
@@ -205,10 +207,12 @@ def read_run(root: Path) -> RunModel:
 
 
 def role_settings(ws: Workspace) -> dict[str, RoleSetting]:
-    """Harness and model per role. Today every role runs on `harness.*`; a per-role override
-    (`roles.<role>.*`) only has to be merged here."""
-    h = ws.config.harness
-    return {role: RoleSetting(h.name, h.model, h.base_url) for role in ROLES}
+    """Harness and model per role: `harness.*` with the role's own `roles.<role>.*` over it."""
+    settings = {}
+    for role in ROLES:
+        h = role_harness(ws.config, role)
+        settings[role] = RoleSetting(h.name, h.model, h.base_url)
+    return settings
 
 
 def spec_title(spec: str) -> str:
@@ -258,7 +262,7 @@ def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -
     for name, keys in required.items():
         path: Path = getattr(lp, name)
         if path.exists():
-            setattr(model, name, load_state(path, ("schema_version", *keys)))
+            setattr(model, name, load_plan(path) if name == "plan" else load_state(path, ("schema_version", *keys)))
     return model
 
 

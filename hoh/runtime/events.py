@@ -61,7 +61,8 @@ class Event:
 _TYPES: dict[str, tuple[type, ...]] = {
     "int": (int,), "str": (str,), "bool": (bool,), "float": (int, float), "int|None": (int, type(None)),
     "str|None": (str, type(None)), "bool|None": (bool, type(None)), "list[str]": (list,), "dict[str,Any]": (dict,),
-    "dict[str,int]|None": (dict, type(None)),
+    "dict[str,int]|None": (dict, type(None)), "float|None": (int, float, type(None)),
+    "dict[str,Any]|None": (dict, type(None)),
 }
 
 
@@ -85,7 +86,9 @@ class RunStarted(Event):
 class RunFinished(Event):
     kind = "run_finished"
     status: str
-    """finished | stopped | interrupted | error"""
+    """finished | complete | stalled | budget_exhausted | stopped (a stop request) | quota_exhausted |
+    failed (a role failed under the stop policy) | interrupted | error (older journals wrote `stopped` for
+    failed)."""
     loops_finished: int
     error: str | None = None
 
@@ -144,6 +147,8 @@ class LoopFinished(Event):
     verified: int
     criteria: int
     issues: dict[str, int] | None
+    progress: dict[str, int] | None = None
+    """What the loop added to the evidence: behaviours_added, reverified, issues_closed (`Ledger.progress`)."""
 
 
 @dataclass(frozen=True)
@@ -164,9 +169,14 @@ class AttemptFinished(Event):
     outcome: str
     errors: list[str]
     usage: dict[str, Any]
-    """`Usage.to_json()` of this attempt."""
+    """`Usage.to_json()` of this attempt (its reruns after transient failures and usage limits included)."""
     violations: int
     seconds: float
+    harness: str | None = None
+    model: str | None = None
+    """The role's harness and model (None: the harness's default model)."""
+    cost_source: str | None = None
+    """harness | price | table, or None when the cost is unknown (see `HarnessResult.cost_source`)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +198,49 @@ class TransientFailure(Event):
     outcome: str
     error: str | None
     retry_in: float
+
+
+@dataclass(frozen=True)
+class QuotaWait(Event):
+    kind = "quota_wait"
+    loop: int
+    role: str
+    attempt: int
+    until: float
+    """Epoch seconds: the reset the harness named (or hoh's guess when it named none)."""
+    error: str | None
+
+
+@dataclass(frozen=True)
+class BudgetStop(Event):
+    kind = "budget_stop"
+    loop: int
+    role: str
+    budget: str
+    """tokens | cost_usd | wall_hours"""
+    limit: float
+    spent: float
+    estimate: float
+    """The role's largest attempt so far: what the next one is expected to spend at most."""
+
+
+@dataclass(frozen=True)
+class StopRequested(Event):
+    kind = "stop_requested"
+    source: str
+    """`hoh stop` (with its pid) or the signal that asked for it."""
+
+
+@dataclass(frozen=True)
+class HookRan(Event):
+    kind = "hook_ran"
+    hook: str
+    """on_loop_end | on_stop"""
+    loop: int | None
+    exit_code: int | None
+    """None when it could not start or was killed on timeout."""
+    seconds: float
+    error: str | None = None
 
 
 KINDS: dict[str, type[Event]] = {cls.kind: cls for cls in Event.__subclasses__()}

@@ -66,6 +66,16 @@ class History:
 
     def __init__(self, git_dir: Path, work_tree: Path):
         self.git_dir, self.work_tree = git_dir, work_tree
+        self._trees: dict[str, str] = {}  # commit → tree: commits never change
+        self._tags: dict[str, str] | None = None
+        self.clean_at: str | None = None
+        """The commit the work tree is known to equal, exactly (hoh made it so and no role has run since
+        that might change it: the Runtime clears this when a writing role starts); None when unknown."""
+        self.view_clean = False
+        """QA's view is known to equal its index (set after moving it, cleared while QA runs)."""
+        self.known_status: dict[tuple[Path, str], list[str]] = {}
+        """(work tree, commit) → its untracked and ignored entries, as a guard check last found them
+        while the tree was known clean at that commit: the next role's snapshot needs no new scan."""
 
     @property
     def index(self) -> Path:
@@ -101,12 +111,16 @@ class History:
         return self.git("rev-parse", "HEAD")
 
     def tree_of(self, commit: str) -> str:
-        return self.git("rev-parse", f"{commit}^{{tree}}")
+        if commit not in self._trees:
+            self._trees[commit] = self.git("rev-parse", f"{commit}^{{tree}}")
+        return self._trees[commit]
 
     def tags(self) -> dict[str, str]:
-        """tag name → commit."""
-        out = self.git("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags")
-        return dict(line.split(" ", 1) for line in out.splitlines())
+        """tag name → commit, as hoh wrote them (read once, then kept up to date by `tag`)."""
+        if self._tags is None:
+            out = self.git("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags")
+            self._tags = dict(line.split(" ", 1) for line in out.splitlines())
+        return dict(self._tags)
 
     def refs(self) -> str:
         return self.git("for-each-ref", "--format=%(refname) %(objectname)")
@@ -122,9 +136,12 @@ class History:
         """Make the work tree exactly `commit`: tracked files restored, untracked ones removed. Files the
         project's .gitignore ignores stay (a user's .env, node_modules, build caches): they are never
         part of a candidate. The project's own .git is never touched."""
+        if self.clean_at == commit:
+            return  # nothing has run in the project since hoh last made it this commit
         self.clear_stale_locks()
         self.git("reset", "-q", "--hard", commit)
         self.git("clean", "-q", "-ffd")
+        self.clean_at = commit
 
     def empty_worktree(self) -> None:
         """Remove every file but .git (warm start off: the Developer starts from nothing)."""
@@ -138,7 +155,9 @@ class History:
         self.clear_stale_locks()
         self.git("reset", "-q", "--soft", parent)
         self.git("add", "-A")
-        return self.commit(message, parent=parent, loop=loop)
+        commit = self.commit(message, parent=parent, loop=loop)
+        self.clean_at = commit
+        return commit
 
     def commit(self, message: str, *, parent: str | None, loop: int) -> str:
         """Commit the index; the message goes through a file, so no length can overflow argv."""
@@ -155,6 +174,8 @@ class History:
 
     def tag(self, name: str, commit: str) -> None:
         self.git("update-ref", f"refs/tags/{name}", commit)
+        if self._tags is not None:
+            self._tags[name] = commit
 
     # ---- QA's view -----------------------------------------------------------------------------
     def update_view(self, dest: Path, commit: str) -> None:
@@ -164,7 +185,7 @@ class History:
         dest.mkdir(parents=True, exist_ok=True)
         index = self.view_index
         (self.git_dir / "view-index.lock").unlink(missing_ok=True)
-        if index.exists() and self._view_is_clean(dest):
+        if index.exists() and (self.view_clean or self._view_is_clean(dest)):
             self.git("read-tree", "-m", "-u", self._view_commit(), commit, work_tree=dest, index=index)
         else:
             index.unlink(missing_ok=True)
@@ -173,13 +194,14 @@ class History:
             self.git("read-tree", commit, work_tree=dest, index=index)
             self.git("checkout-index", "--all", "--force", work_tree=dest, index=index)
         (self.git_dir / "view-commit").write_text(commit + "\n")
+        self.view_clean = True
 
     def _view_commit(self) -> str:
         return (self.git_dir / "view-commit").read_text().strip()
 
     def _view_is_clean(self, dest: Path) -> bool:
         """Nothing in the view differs from its index (a tampered view is rebuilt, never moved)."""
-        return (self.git_dir / "view-commit").exists() and not self.changes(dest, self.view_index)
+        return (self.git_dir / "view-commit").exists() and not self.view_changes(dest)
 
     def export(self, commit: str, dest: Path) -> None:
         """A fresh plain copy of `commit` in `dest`, through a throwaway index (for graders)."""
@@ -195,23 +217,56 @@ class History:
         git's stat cache does the work, so only files whose stat changed are read. Untracked
         directories (ignored ones included) count as one entry each: a new file inside a directory
         that was already untracked before is not seen, and cannot reach a candidate either."""
+        return self.modified(work_tree, index, *pathspec) + self.created(work_tree, index, *pathspec)
+
+    def modified(self, work_tree: Path, index: Path, *pathspec: str) -> list[str]:
+        """Tracked files that differ from `index` ("modified a", "deleted b"), by stat, re-hashing only
+        what stat flags, so a touch is no change."""
         spec = ["--", *pathspec] if pathspec else []
-        # Files whose stat changed are re-hashed (and their stat recorded) so a touch is no change.
-        self.git("update-index", "-q", "--refresh", "--ignore-missing", work_tree=work_tree, index=index)
-        fields = self.git("diff-files", "--name-status", "-z", "--no-renames", *spec, work_tree=work_tree,
-                          index=index, binary=True).split(b"\0")
-        found = [f"{'deleted' if status == b'D' else 'modified'} {_path(name)}"
-                 for status, name in zip(fields[0::2], fields[1::2]) if name]
-        created = self.git("ls-files", "-z", "--others", "--directory", *spec, work_tree=work_tree, index=index,
-                           binary=True)
-        found += [f"created {_path(name)}" for name in created.split(b"\0") if name]
+
+        def differing() -> list[str]:
+            fields = self.git("diff-files", "--name-status", "-z", "--no-renames", *spec, work_tree=work_tree,
+                              index=index, binary=True).split(b"\0")
+            return [f"{'deleted' if status == b'D' else 'modified'} {_path(name)}"
+                    for status, name in zip(fields[0::2], fields[1::2]) if name]
+
+        found = differing()
+        if found:
+            self.git("update-index", "-q", "--refresh", "--ignore-missing", work_tree=work_tree, index=index)
+            found = differing()
+        return found
+
+    def created(self, work_tree: Path, index: Path, *pathspec: str) -> list[str]:
+        """Files and directories not in `index` (ignored ones included), untracked directories as one entry."""
+        spec = ["--", *pathspec] if pathspec else []
+        out = self.git("ls-files", "-z", "--others", "--directory", *spec, work_tree=work_tree, index=index,
+                       binary=True)
+        return [f"created {_path(name)}" for name in out.split(b"\0") if name]
+
+    def status(self, work_tree: Path, index: Path) -> list[str]:
+        """`changes` in one git call, for a work tree whose index equals HEAD (the project after a reset,
+        QA's view of the commit HEAD names): `git status` also compares the index with HEAD, cheaply
+        then, and its differences are not the work tree's, so they are left out."""
+        out = self.git("status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=normal",
+                       "--ignored=matching", work_tree=work_tree, index=index, binary=True)
+        found = []
+        for entry in out.split(b"\0"):
+            if len(entry) < 4:
+                continue
+            code, path = entry[:2], _path(entry[3:])
+            if code in (b"??", b"!!"):
+                found.append(f"created {path}")
+            elif code[1:] == b"D":
+                found.append(f"deleted {path}")
+            elif code[1:] != b" ":
+                found.append(f"modified {path}")
         return found
 
     def view_changes(self, dest: Path) -> list[str]:
-        return self.changes(dest, self.view_index)
+        return self.status(dest, self.view_index)
 
     def work_tree_changes(self) -> list[str]:
-        return self.changes(self.work_tree, self.index)
+        return self.status(self.work_tree, self.index)
 
 
 def _path(raw: bytes) -> str:
@@ -223,11 +278,11 @@ class ProjectMirror:
 
     hoh publishes each loop's commit and tag into it and points its current branch there; its
     original refs are backed up in history.git (refs/project/*). A role may commit in it, but a
-    deleted or broken repository, or a moved loop tag, is rebuilt from history.git."""
+    deleted or broken repository, or a moved loop tag, is rebuilt from history.git. Disabled for an
+    existing project that had no .git: hoh never adds one to someone's directory."""
 
     def __init__(self, work_tree: Path, history: History, enabled: bool = True):
         self.work_tree, self.history, self.enabled = work_tree, history, enabled
-        """False for an existing project that had no .git: hoh never adds one to someone's directory."""
         self.git_dir = work_tree / ".git"
 
     def git(self, *args: str) -> str:
@@ -248,60 +303,69 @@ class ProjectMirror:
         self.history.git("fetch", "-q", "--no-tags", str(self.git_dir), "+refs/*:refs/project/*")
         return head or None
 
-    def publish(self, commit: str, tag: str | None = None) -> None:
-        """Point the project's current branch (and its index) at a loop's commit; tag it."""
+    def _head(self) -> str:
+        return (self.git_dir / "HEAD").read_text(errors="replace").strip()
+
+    def publish(self, commit: str, tag: str | None = None, index: Path | None = None) -> None:
+        """Point the project's current branch (and its index) at a loop's commit; tag it. `index`, when
+        given, is an index of exactly that commit over this work tree (hoh's own, just committed): a
+        copy of it spares rebuilding one."""
         if not self.enabled:
             return
         if not self.exists():
             run_git(["init", "-q", "-b", BRANCH, str(self.work_tree)], cwd=self.work_tree)
-        self.git("fetch", "-q", "--no-tags", str(self.history.git_dir), f"+refs/heads/{BRANCH}:refs/hoh/published")
-        self.git("update-ref", "-d", "refs/hoh/published")
-        try:
-            branch = self.git("symbolic-ref", "-q", "--short", "HEAD")
-        except GitError:
-            branch = ""  # a detached HEAD: give it a branch again
-        self.git("update-ref", f"refs/heads/{branch or BRANCH}", commit)
-        if not branch:
-            self.git("symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
-        if tag:
-            self.git("update-ref", f"refs/tags/{tag}", commit)
-        self.git("read-tree", commit)  # the index follows; the work tree is that commit already
+        head = self._head()
+        on_branch = head.startswith("ref: refs/heads/")
+        branch = head[5:] if on_branch else f"refs/heads/{BRANCH}"
+        refspecs = [f"+{commit}:{branch}"] + ([f"+refs/tags/{tag}:refs/tags/{tag}"] if tag else [])
+        self.git("fetch", "-q", "--no-tags", "--update-head-ok", str(self.history.git_dir), *refspecs)
+        if not on_branch:  # a detached HEAD: give it the branch again
+            self.git("symbolic-ref", "HEAD", branch)
+        if index is not None:
+            copy = self.git_dir / "index.hoh-copy"
+            shutil.copyfile(index, copy)
+            os.replace(copy, self.git_dir / "index")
+        else:
+            self.git("read-tree", commit)  # the index follows; the work tree is that commit already
 
-    def loop_tags(self) -> dict[str, str]:
-        out = self.git("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags/loop-*")
-        return dict(line.split(" ", 1) for line in out.splitlines())
+    def refs(self) -> tuple[str, dict[str, str]]:
+        """(HEAD as written in .git/HEAD, every ref → commit), with one git call."""
+        out = self.git("for-each-ref", "--format=%(refname) %(objectname)")
+        return self._head(), dict(line.split(" ", 1) for line in out.splitlines())
 
     def problems(self, published: dict[str, str]) -> list[str]:
         """What a role broke: the repository itself, or hoh's loop tags (its own commits are its business)."""
         if self.git_dir.is_symlink() or (self.git_dir.exists() and not self.git_dir.is_dir()):
             return ["replaced .git with a link or a file"]  # hoh's own git calls must never follow it
+        if not self.exists():
+            return ["deleted .git"]
         try:
-            if not self.exists():
-                return ["deleted .git"]
-            self.git("rev-parse", "--verify", "-q", "HEAD")
-            tags = self.loop_tags()
-        except GitError:
-            return ["broke .git (HEAD does not resolve)"]
+            head, refs = self.refs()
+        except (GitError, OSError):
+            return ["broke .git (its refs cannot be read)"]
+        return self.ref_problems(head, refs, published)
+
+    @staticmethod
+    def ref_problems(head: str, refs: dict[str, str], published: dict[str, str]) -> list[str]:
+        if head.startswith("ref: ") and head[5:] not in refs:
+            return [f"broke .git (HEAD names {head[5:]}, which does not exist)"]
+        tags = {ref[10:]: sha for ref, sha in refs.items() if ref.startswith("refs/tags/loop-")}
         return [f"moved or deleted tag {name}" for name, commit in sorted(published.items())
                 if tags.get(name) != commit] + [f"created tag {name}" for name in sorted(tags.keys() - published.keys())]
 
     def rebuild(self, published: dict[str, str], head: str) -> None:
         """Put the repository back from history.git: its original refs, hoh's tags, HEAD at `head`."""
-        if self.git_dir.is_symlink() or not self.git_dir.is_dir() or not self.exists() or self._broken():
-            shutil.rmtree(self.git_dir, ignore_errors=True)
-            if self.git_dir.is_symlink() or self.git_dir.exists():
+        broken = self.problems({})
+        if broken and not broken[0].startswith(("moved", "created")):
+            if self.git_dir.is_symlink() or (self.git_dir.exists() and not self.git_dir.is_dir()):
                 self.git_dir.unlink()
+            shutil.rmtree(self.git_dir, ignore_errors=True)
             run_git(["init", "-q", "-b", BRANCH, str(self.work_tree)], cwd=self.work_tree)
             self.git("fetch", "-q", "--no-tags", str(self.history.git_dir), "+refs/project/*:refs/*")
-        for name in self.loop_tags().keys() - published.keys():
-            self.git("update-ref", "-d", f"refs/tags/{name}")
-        for name, commit in published.items():
-            self.git("fetch", "-q", "--no-tags", str(self.history.git_dir), f"+refs/tags/{name}:refs/tags/{name}")
+        for ref in self.refs()[1]:
+            if ref.startswith("refs/tags/loop-") and ref[10:] not in published:
+                self.git("update-ref", "-d", ref)
+        if published:
+            self.git("fetch", "-q", "--no-tags", str(self.history.git_dir),
+                     *(f"+refs/tags/{name}:refs/tags/{name}" for name in published))
         self.publish(head)
-
-    def _broken(self) -> bool:
-        try:
-            self.git("rev-parse", "--verify", "-q", "HEAD")
-            return False
-        except GitError:
-            return True

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..fsutil import sha256_file
-from .git import History, ProjectMirror
+from .git import GitError, History, ProjectMirror
 from .seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
@@ -198,14 +198,24 @@ class WorkTreeArea(Area):
         self.history, self.work_tree, self.index, self.ignore, self.rebuild = history, work_tree, index, ignore, rebuild
 
     def _changes(self) -> set[str]:
-        return {c for c in self.history.changes(self.work_tree, self.index)
+        return {c for c in self.history.status(self.work_tree, self.index)
                 if not any(_ignored(part, self.ignore) for part in c.partition(" ")[2].rstrip("/").split("/"))}
 
+    def _known_key(self):
+        commit = self.history.clean_at if self.work_tree == self.history.work_tree else None
+        return (self.work_tree, commit) if commit else None
+
     def snapshot(self) -> set[str]:
+        key = self._known_key()
+        if key in self.history.known_status:
+            return set(self.history.known_status[key])
         return self._changes()
 
     def changes(self, snap) -> list[str]:
-        return sorted(self._changes() - snap)
+        now = self._changes()
+        if now == snap and (key := self._known_key()):
+            self.history.known_status = {key: sorted(now)}  # the next role starts from this, unscanned
+        return sorted(now - snap)
 
     def restore(self, snap, changes: list[str]) -> None:
         if self.rebuild is not None:
@@ -231,9 +241,10 @@ class MirrorArea(Area):
 
     PARTS = ("config", "info", "hooks")
 
-    def __init__(self, mirror: ProjectMirror, head: str, strict: bool, cache: HashCache | None = None):
+    def __init__(self, mirror: ProjectMirror, head: str, strict: bool, published_tags: Callable[[], dict[str, str]],
+                 cache: HashCache | None = None):
         super().__init__("project .git")
-        self.mirror, self.head, self.strict = mirror, head, strict
+        self.mirror, self.head, self.strict, self.published_tags = mirror, head, strict, published_tags
         self.files = [FileArea(part, mirror.git_dir / part, [], cache=cache, label=part + ("" if part == "config" else "/"))
                       for part in self.PARTS]
 
@@ -243,14 +254,13 @@ class MirrorArea(Area):
             return ["replaced .git with a link or a file"]
         return [] if git_dir.is_dir() else ["deleted .git"]
 
-    def _refs(self) -> str:
-        return self.mirror.git("for-each-ref", "--format=%(refname) %(objectname)") + self.mirror.git(
-            "symbolic-ref", "-q", "HEAD")
-
     def snapshot(self):
-        self.published = self.mirror.history.tags()
-        healthy = not self._replaced() and not self.mirror.problems(self.published)
-        return [f.snapshot() for f in self.files], (self._refs() if self.strict and healthy else None)
+        self.published = self.published_tags()
+        refs = None
+        if self.strict and not self._replaced() and self.mirror.exists():
+            head, found = self.mirror.refs()
+            refs = (head, found) if not self.mirror.ref_problems(head, found, self.published) else None
+        return [f.snapshot() for f in self.files], refs
 
     def changes(self, snap) -> list[str]:
         if found := self._replaced():
@@ -258,8 +268,14 @@ class MirrorArea(Area):
         found = [c for f, s in zip(self.files, snap[0]) for c in f.changes(s)]
         if found:
             return found  # nothing runs git under a changed configuration
-        found = self.mirror.problems(self.published)
-        if not found and snap[1] is not None and self._refs() != snap[1]:
+        if not self.mirror.exists():
+            return ["deleted .git"]
+        try:
+            head, refs = self.mirror.refs()
+        except (GitError, OSError):
+            return ["broke .git (its refs cannot be read)"]
+        found = self.mirror.ref_problems(head, refs, self.published)
+        if not found and snap[1] is not None and (head, refs) != snap[1]:
             found = ["changed refs (commits, branches or tags)"]
         return found
 
@@ -276,30 +292,26 @@ class MirrorArea(Area):
 
 
 class HistoryArea(Area):
-    """history.git's refs: only hoh moves them."""
+    """history.git's refs, HEAD and config: only hoh moves or changes them. Read as files (by stat,
+    with the run's hash cache), not through git, since this runs around every attempt."""
 
-    def __init__(self, history: History):
+    PARTS = ("refs", "packed-refs", "HEAD", "config")
+
+    def __init__(self, history: History, cache: HashCache | None = None):
         super().__init__("history")
-        self.history = history
+        self.files = [FileArea(part, history.git_dir / part, [], cache=cache, label=part + ("/" if part == "refs" else ""))
+                      for part in self.PARTS]
 
-    def snapshot(self) -> str:
-        return self.history.refs()
+    def snapshot(self):
+        return [f.snapshot() for f in self.files]
 
     def changes(self, snap) -> list[str]:
-        try:
-            now = self.history.refs()
-        except Exception:  # noqa: BLE001 - a broken repository is a change like any other
-            return ["broke history.git"]
-        return [] if now == snap else ["moved refs of history.git"]
+        return [c for f, s in zip(self.files, snap) for c in f.changes(s)]
 
     def restore(self, snap, changes: list[str]) -> None:
-        wanted = dict(line.split(" ", 1) for line in snap.splitlines())
-        for line in self.history.refs().splitlines():
-            ref = line.split(" ")[0]
-            if ref not in wanted:
-                self.history.git("update-ref", "-d", ref)
-        for ref, sha in wanted.items():
-            self.history.git("update-ref", ref, sha)
+        for f, s in zip(self.files, snap):
+            f.restore(s, [])
+            self.unrestorable += f.unrestorable
 
 
 class SealedArea(Area):

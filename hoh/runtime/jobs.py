@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
@@ -35,9 +35,11 @@ def schema_text(name: str) -> str:
 
 class JobFactory:
     def __init__(self, paths: WorkspacePaths, config: HohConfig, repo: History, journal: Journal,
-                 sealed: SealedState, mirror: ProjectMirror):
+                 sealed: SealedState, mirror: ProjectMirror, home: Callable[[str], Path]):
         self.paths, self.config, self.repo, self.journal, self.sealed = paths, config, repo, journal, sealed
         self.mirror = mirror
+        self.home = home
+        """Each role's own harness home (roles may run on different harnesses)."""
         self.ignore = config.guard.ignore
         self.spec_text = paths.spec.read_text(encoding="utf-8")
         self.cache = HashCache()  # one for the run: files are hashed again only when their stat changes
@@ -51,16 +53,16 @@ class JobFactory:
         sealed = self.sealed.sealed_loops()
         sealed_dirs = tuple(self.paths.loop(t).dir for t in sealed)
         areas: list[Area] = [
-            *([MirrorArea(self.mirror, head, strict=read_only_project, cache=self.cache)] if self.mirror.enabled else []),
-            HistoryArea(self.repo),
+            *([MirrorArea(self.mirror, head, strict=read_only_project, published_tags=self.repo.tags, cache=self.cache)]
+              if self.mirror.enabled else []),
+            HistoryArea(self.repo, cache=self.cache),
             SealedArea(self.sealed, self.sealed.open_loops()),
             FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal, *sealed_dirs),
                      keep_bytes=_not_an_attempt_log, cache=self.cache),
             JournalArea(self.journal),
             FileArea("spec.md", self.paths.spec, [], cache=self.cache),
             FileArea("hoh.yaml", self.paths.config, [], cache=self.cache),
-            FileArea("harness homes", self.paths.scratch / "homes", [], cache=self.cache,
-                     skip=(self.paths.harness_home(self.config.harness.name) / role,))]
+            FileArea("harness homes", self.paths.scratch / "homes", [], cache=self.cache, skip=(self.home(role),))]
         if self.paths.script.exists():
             areas.append(FileArea("script.yaml", self.paths.script, [], cache=self.cache))
         return areas
@@ -69,7 +71,7 @@ class JobFactory:
         """What the OS jail lets this role write and see; None when `sandbox.mode` is off."""
         if self.config.sandbox.mode == "off":
             return None
-        own = self.paths.harness_home(self.config.harness.name) / role
+        own = self.home(role)
         homes = self.paths.scratch / "homes"
         others = tuple(d for d in homes.glob("*/*") if d.is_dir() and d != own) if homes.exists() else ()
         root, project = self.paths.root, self.paths.project
@@ -98,7 +100,9 @@ class JobFactory:
             role="planner", loop=loop, workdir=self.paths.project, access="read-only",
             prompt_values=dict(loop=loop, spec=self.spec_text, index=index_text, index_path=self.paths.index,
                                project_dir=self.paths.project, schema=schema_text("plan")),
-            expectations=Expectations(loop=loop, issue_ids=ledger.issue_ids(), behaviour_ids=ledger.behaviour_ids()),
+            expectations=Expectations(loop=loop, issue_ids=ledger.issue_ids(), behaviour_ids=ledger.behaviour_ids(),
+                                      active_issue_ids={i["id"] for i in ledger.ranked_active_issues()},
+                                      verified_ids={b["id"] for b in ledger.verified_behaviours()}),
             inputs=inputs,
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit)},
             protected=lambda adir: [*self._fixed_files(adir, base_commit, True), self._project()],
@@ -145,7 +149,8 @@ class JobFactory:
             prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, candidate_id=candidate["candidate_id"],
                                candidate_dir=view, evidence_dir=lp.qa_evidence, schema=schema_text("qa")),
             expectations=Expectations(loop=loop, plan=plan, candidate_id=candidate["candidate_id"],
-                                      evidence_dir=lp.qa_evidence, issue_ids=ledger.issue_ids()),
+                                      evidence_dir=lp.qa_evidence, issue_ids=ledger.issue_ids(),
+                                      behaviour_ids=ledger.behaviour_ids()),
             inputs=[self.paths.spec, lp.plan, lp.candidate],
             project={"commit": candidate["commit"], "tree": candidate["tree"]},
             protected=protected,

@@ -13,14 +13,14 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..errors import StateError
 from ..fsutil import atomic_write_bytes
 from ..harness.base import Usage
 from ..paths import ROLES
-from .events import (AttemptFinished, AttemptStarted, Event, EventError, LoopFinished, LoopStarted, ProcessStarted,
-                     RunFinished, RunStarted, StepFinished)
+from .events import (AttemptFinished, AttemptStarted, BudgetStop, Event, EventError, LoopFinished, LoopStarted,
+                     ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested)
 
 JOURNAL_SCHEMA_VERSION = 1
 _TAIL_PROBE = 64 * 1024
@@ -42,6 +42,8 @@ class Record:
 class Journal:
     def __init__(self, path: Path):
         self.path = path
+        self.listeners: list[Callable[[Record], None]] = []
+        """Called with every record appended (the Runtime keeps its fold current this way)."""
         self._seq = self._last_seq()
         self._content: bytearray | None = None  # the file as hoh left it, once the guard asks
         self._stat: tuple[int, ...] | None = None
@@ -102,6 +104,8 @@ class Journal:
                 self._stat = _stat_key(os.fstat(fd))
         finally:
             os.close(fd)
+        for listener in self.listeners:
+            listener(record)
         return record
 
     # ---- for the guard: was the journal changed by anyone but hoh? -------------------------------
@@ -165,6 +169,12 @@ class LoopStats:
     """Protected areas a role changed (each found by the guard and put back), per role."""
     started: float | None = None
     finished: float | None = None
+    progress: dict[str, int] | None = None
+    """behaviours_added, reverified, issues_closed (None in journals before progress was recorded)."""
+
+    @property
+    def made_progress(self) -> bool:
+        return any((self.progress or {}).values())
 
     @property
     def seconds(self) -> float:
@@ -189,6 +199,23 @@ class RunHistory:
     crash of hoh itself they may still be running."""
     in_flight: AttemptStarted | None = None
     """The attempt running now (or cut off by a crash), if any."""
+    largest_attempt: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {r: {"tokens": 0, "cost_usd": 0.0, "seconds": 0.0} for r in ROLES})
+    """Per role, the most tokens, cost and wall seconds any one attempt took (each apart): what the role's
+    next attempt is expected to take at most (the budgets' estimate)."""
+    role_setting: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """Per role, the harness and model of its latest attempt."""
+    no_progress_streak: int = 0
+    """Finished loops in a row without progress, counted since the last `stalled` end."""
+    quota_wait: QuotaWait | None = None
+    """The usage-limit reset the run waits for right now, if any."""
+    budget_stop: BudgetStop | None = None
+    stop_request: StopRequested | None = None
+    """Of the current (or last) session."""
+    sessions: int = 0
+    _closed_seconds: float = 0.0
+    _session_start: float | None = None
+    _last_time: float | None = None
 
     @classmethod
     def read(cls, journal: Journal) -> "RunHistory":
@@ -198,37 +225,81 @@ class RunHistory:
     def fold(cls, records: Iterable[Record]) -> "RunHistory":
         history = cls()
         for record in records:
-            history._apply(record)
+            history.apply(record)
         return history
 
     def _loop(self, t: int) -> LoopStats:
         return self.loops.setdefault(t, LoopStats(t))
 
-    def _apply(self, record: Record) -> None:
+    def apply(self, record: Record) -> None:
+        """Fold one more record in (in journal order)."""
         ev = record.event
         if isinstance(ev, RunStarted):
+            self._close_session()
             self.run_started, self.run_finished, self.live_processes = ev, None, []
+            self.stop_request, self.budget_stop, self.quota_wait = None, None, None
+            self.sessions += 1
+            self._session_start = record.time
         elif isinstance(ev, RunFinished):
-            self.run_finished, self.in_flight = ev, None
+            self.run_finished, self.in_flight, self.quota_wait = ev, None, None
+            if ev.status == "stalled":
+                self.no_progress_streak = 0  # a resume past `stalled` is the user's decision to go on
+            self._last_time = record.time
+            self._close_session()
         elif isinstance(ev, LoopStarted):
             self._loop(ev.loop).started = record.time
         elif isinstance(ev, AttemptStarted):
             self.in_flight = ev
         elif isinstance(ev, ProcessStarted):
             self.live_processes.append((ev.pid, ev.start_ticks))
+            self.quota_wait = None
         elif isinstance(ev, AttemptFinished):
-            self.live_processes, self.in_flight = [], None
-            stats = self._loop(ev.loop)
-            stats.attempts[ev.role] += 1
-            stats.usage[ev.role] = stats.usage[ev.role] + Usage.from_json(ev.usage)
-            stats.role_seconds[ev.role] = round(stats.role_seconds[ev.role] + ev.seconds, 3)
-            stats.violations[ev.role] += ev.violations
+            self._attempt(ev)
         elif isinstance(ev, StepFinished):
             self.steps[(ev.loop, ev.step)] = ev
         elif isinstance(ev, LoopFinished):
             stats = self._loop(ev.loop)
             stats.status, stats.candidate_id, stats.issues = ev.status, ev.candidate_id, ev.issues
             stats.verified, stats.criteria, stats.finished = ev.verified, ev.criteria, record.time
+            stats.progress = ev.progress
+            # A loop from a journal that did not record progress is not counted against patience.
+            self.no_progress_streak = 0 if ev.progress is None or stats.made_progress else self.no_progress_streak + 1
+        elif isinstance(ev, QuotaWait):
+            self.quota_wait = ev
+        elif isinstance(ev, BudgetStop):
+            self.budget_stop = ev
+        elif isinstance(ev, StopRequested):
+            self.stop_request = ev
+        self._last_time = record.time
+
+    def _attempt(self, ev: AttemptFinished) -> None:
+        self.live_processes, self.in_flight, self.quota_wait = [], None, None
+        stats = self._loop(ev.loop)
+        usage = Usage.from_json(ev.usage)
+        stats.attempts[ev.role] += 1
+        stats.usage[ev.role] = stats.usage[ev.role] + usage
+        stats.role_seconds[ev.role] = round(stats.role_seconds[ev.role] + ev.seconds, 3)
+        stats.violations[ev.role] += ev.violations
+        largest = self.largest_attempt[ev.role]
+        for key, value in (("tokens", usage.total_tokens), ("cost_usd", usage.cost_usd or 0.0),
+                           ("seconds", float(ev.seconds))):
+            largest[key] = max(largest[key], value)
+        if ev.harness is not None:
+            self.role_setting[ev.role] = (ev.harness, ev.model)
+
+    def _close_session(self) -> None:
+        if self._session_start is not None and self._last_time is not None:
+            self._closed_seconds += max(0.0, self._last_time - self._session_start)
+        self._session_start = None
+
+    def wall_seconds(self, now: float | None = None) -> float:
+        """Wall time of all sessions: each from its start to its end (a crashed one: to its last event);
+        the open one up to `now` (default: its last event)."""
+        open_part = 0.0
+        if self._session_start is not None:
+            open_part = max(0.0, (now if now is not None else self._last_time or self._session_start)
+                            - self._session_start)
+        return round(self._closed_seconds + open_part, 3)
 
     def done(self, loop: int, step: str) -> StepFinished | None:
         return self.steps.get((loop, step))

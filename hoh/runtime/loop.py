@@ -9,26 +9,29 @@ A_{t-1} reset. The Runtime never calls a model itself and never prints.
 from __future__ import annotations
 
 import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
-from ..errors import RoleFailed, StateError
+from ..errors import RoleFailed, RunEnded, StateError
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, load_state, sha256_file
-from ..harness import registry
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
 from ..harness.process import reap
-from ..plans import single_task_plan
+from ..plans import load_plan, single_task_plan
 from . import events as ev
+from .control import RunControl
+from .hooks import loop_summary
 from .journal import Journal, RunHistory
 from .jobs import JobFactory
 from .lock import WorkspaceLock
 from .planmd import plan_markdown
 from .roles import RoleJob, RoleRunner
 from .seal import SealedState
+from .setup import prepare_adapters, reconfigure
 from .validate import MAX_EVIDENCE_FILE_BYTES
 from .workspace import Workspace
 
@@ -38,14 +41,24 @@ SANDBOX_OFF = ("sandbox.mode is off: roles run without the OS jail; what protect
                "container, the container")
 
 
+ENDED_AS_PLANNED = ("finished", "complete", "stalled")
+"""Run statuses of a run that needs nothing more: its target reached, the spec complete, or no progress."""
+
+
 @dataclass
 class RunReport:
     status: str
-    """finished | stopped (a role failed under the stop policy); the journal also records
-    interrupted (Ctrl-C) and error (an exception, re-raised)."""
+    """finished | complete (the Planner found the spec complete, QA re-verified everything) | stalled
+    (`policy.patience` loops without progress) | budget_exhausted | stopped (`hoh stop`, a first Ctrl-C) |
+    quota_exhausted (a usage limit resets too late) | failed (a role failed under the stop policy); the journal
+    also records interrupted (a second Ctrl-C) and error (an exception, re-raised)."""
     loops_finished: int
     target_loops: int
     error: str | None = None
+
+    @property
+    def ended_as_planned(self) -> bool:
+        return self.status in ENDED_AS_PLANNED
 
 
 def spec_as_plan(t: int) -> dict[str, Any]:
@@ -92,7 +105,8 @@ class Runtime:
             report = runtime.run(target_loops)
     """
 
-    def __init__(self, workspace: Workspace, journal: Journal, adapter: HarnessAdapter, notify: Notify | None = None):
+    def __init__(self, workspace: Workspace, journal: Journal, adapters: Mapping[str, HarnessAdapter],
+                 notify: Notify | None = None, opened_at: float | None = None):
         self.ws = workspace
         self.paths, self.config = workspace.paths, workspace.config
         self.repo, self.mirror = workspace.history, workspace.mirror
@@ -100,23 +114,31 @@ class Runtime:
         self.notify: Notify = notify or (lambda *a, **k: None)
         self.journal = journal
         self.history = RunHistory.read(journal)
-        self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror)
-        self.runner = RoleRunner(self.paths, adapter, journal, policy=self.config.policy,
-                                 timeouts=self.config.timeouts, notify=self.notify,
-                                 home=self.paths.harness_home(self.config.harness.name))
+        journal.listeners.append(self.history.apply)  # the fold stays current: budgets read it live
+        self.control = RunControl(self.paths, self.config, journal, self.history, self.notify,
+                                  opened_at if opened_at is not None else time.time())
+        self.runner = RoleRunner(self.paths, adapters, journal, policy=self.config.policy,
+                                 timeouts=self.config.timeouts, notify=self.notify, gate=self.control.before_attempt,
+                                 stop_requested=self.control.stop_requested)
+        self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror,
+                               home=self.runner.home)
 
     @classmethod
     @contextmanager
     def open(cls, workspace: Workspace, notify: Notify | None = None,
-             adapter: HarnessAdapter | None = None) -> Iterator["Runtime"]:
-        """Take the workspace lock, clean up after a crash (orphaned agents, git locks), and check the
-        harness (unless the caller passes one it has checked already)."""
-        if workspace.config.sandbox.mode == "bwrap":
-            require_jail()
-        if adapter is None:
-            adapter = registry.create(workspace.config.harness)
-            adapter.check_available()
+             adapters: Mapping[str, HarnessAdapter] | None = None,
+             overrides: list[str] | None = None) -> Iterator["Runtime"]:
+        """Take the workspace lock, apply `--set` overrides to its hoh.yaml (validated before it is written),
+        check each role's harness (unless the caller passes adapters it has checked already) and clean up
+        after a crash (orphaned agents, git locks)."""
         with WorkspaceLock(workspace.paths.lock):
+            opened_at = time.time()
+            if overrides:
+                workspace, adapters = reconfigure(workspace, overrides)
+            elif adapters is None:
+                adapters = prepare_adapters(workspace.config)
+            if workspace.config.sandbox.mode == "bwrap":
+                require_jail()
             journal = Journal(workspace.paths.journal)
             history = RunHistory.read(journal)
             for pid, ticks in history.live_processes:
@@ -124,10 +146,12 @@ class Runtime:
                     journal.append(ev.OrphanReaped(pid=pid))
             workspace.history.clear_stale_locks()
             check_sealed_state(workspace, history)
-            yield cls(workspace, journal, adapter, notify)
+            yield cls(workspace, journal, adapters, notify, opened_at)
 
     def run(self, target_loops: int) -> RunReport:
-        history = self.history
+        history, control = self.history, self.control
+        previous = history.run_finished
+        control.clear_stale_request()
         self.journal.append(ev.RunStarted(target_loops=target_loops, resumed=history.run_started is not None,
                                           harness=self.config.harness.name, sandbox=self.config.sandbox.mode))
         if self.config.sandbox.mode == "off":
@@ -138,9 +162,18 @@ class Runtime:
                 self.notify("loop", loop=t, target=target_loops)
                 self.run_loop(t)
                 report.loops_finished = t
-            report.status = "finished"
+                if ended := control.end_after(t, target_loops):
+                    report.status, report.error = ended
+                    break
+            else:
+                report.status = "finished"
+                if report.loops_finished == history.last_finished_loop and previous is not None \
+                        and previous.status in ("complete", "stalled"):
+                    report.status, report.error = previous.status, previous.error  # nothing more was asked for
         except RoleFailed as err:
-            report.status, report.error = "stopped", str(err)
+            report.status, report.error = "failed", str(err)
+        except RunEnded as err:
+            report.status, report.error = err.status, str(err)
         except BaseException as err:
             report.status = "interrupted" if isinstance(err, KeyboardInterrupt) else "error"
             report.error = str(err) or type(err).__name__
@@ -148,10 +181,17 @@ class Runtime:
         finally:
             self.journal.append(ev.RunFinished(status=report.status, loops_finished=report.loops_finished,
                                                error=report.error))
+            control.stop_file.clear()
+            if report.status != "interrupted":
+                last = history.last_finished_loop
+                control.hook("on_stop", None, f"stop-{history.sessions}",
+                          {"event": "stop", "status": report.status, "error": report.error,
+                           "last_loop": loop_summary(history.loops[last]) if last else None})
         return report
 
     # ---- one loop ----------------------------------------------------------------------------
     def run_loop(self, t: int) -> None:
+        self.control.loop = t
         lp = self.paths.loop(t)
         lp.dir.mkdir(parents=True, exist_ok=True)
         base = self.base_commit(t)
@@ -163,6 +203,13 @@ class Runtime:
         plan = self.step_planner(t, base)
         if plan is None:
             return LoopOutcome("planner_failed")
+        if plan.get("spec_complete"):
+            # No Developer: the last candidate again, and QA re-verifies every verified behaviour on it.
+            self.repo.reset_to(base)
+            candidate = self.step_freeze(t, base, plan)
+            qa = self.step_qa(t, plan, candidate)
+            status = "complete" if qa and qa["verdict"] == "pass" else (qa["verdict"] if qa else "qa_failed")
+            return LoopOutcome(status, plan, None, candidate, qa)
         developer = self.step_developer(t, base, plan)
         if developer is None:
             return LoopOutcome("developer_failed", plan)
@@ -207,11 +254,11 @@ class Runtime:
     def step_planner(self, t: int, base: str) -> dict[str, Any] | None:
         lp = self.paths.loop(t)
         if done := self.history.done(t, "planner"):
-            return _load(lp.plan) if done.status == "ok" else None
+            return load_plan(lp.plan) if done.status == "ok" else None
         if self.config.mode == "developer_only":
             plan, reused = spec_as_plan(t), False
         elif not self.config.mechanisms.plan_update and t > 1 and self.paths.loop(1).plan.exists():
-            plan = {**_load(self.paths.loop(1).plan), "loop": t}
+            plan = {**load_plan(self.paths.loop(1).plan), "loop": t}
             reused = True
         else:
             self.repo.reset_to(base)
@@ -223,6 +270,8 @@ class Runtime:
             # A preserved id means the register's behaviour, whatever words the Planner used for it.
             for item in plan["preserve"]:
                 item["behaviour"] = ledger.behaviour(item["id"])["behaviour"]
+            if plan.get("spec_complete"):  # the last check before `complete` covers everything verified
+                plan["preserve"] = [{"id": b["id"], "behaviour": b["behaviour"]} for b in ledger.verified_behaviours()]
         atomic_write_text(lp.plan_md, plan_markdown(plan))
         atomic_write_json(lp.plan, plan)
         self._finished(t, "planner", lp.plan, status="ok", reused_plan=reused)
@@ -235,6 +284,7 @@ class Runtime:
         self.repo.reset_to(base)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
+        self.repo.clean_at = None  # the Developer writes the project
         report = self._run_role(self.jobs.developer(t, base, plan, lp.plan_md.read_text(encoding="utf-8")))
         if report is None:
             self.repo.reset_to(base)
@@ -251,7 +301,7 @@ class Runtime:
         tree = self.repo.tree_of(commit)
         tag = f"loop-{t:04d}"
         self.repo.tag(tag, commit)
-        self.mirror.publish(commit, tag)
+        self.mirror.publish(commit, tag, index=self.repo.index)
         candidate = {"schema_version": 1, "loop": t, "candidate_id": f"loop-{t:04d}-{tree[:12]}",
                      "commit": commit, "tree": tree, "parent": base, "tag": tag}
         atomic_write_json(lp.candidate, candidate)
@@ -268,7 +318,9 @@ class Runtime:
         self.repo.update_view(self.paths.view, candidate["commit"])
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
+        self.repo.view_clean = False
         report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)))
+        self.repo.view_clean = True  # QA's guard checked the view after every attempt and put back any change
         if report is None:
             return None
         shutil.rmtree(lp.evidence, ignore_errors=True)
@@ -296,8 +348,10 @@ class Runtime:
         criteria = (outcome.qa or {}).get("criteria", [])
         self.journal.append(ev.LoopFinished(loop=t, status=outcome.status, candidate_id=candidate_id,
                                             verified=sum(1 for c in criteria if c["status"] == "verified"),
-                                            criteria=len(criteria), issues=ledger.counts()))
+                                            criteria=len(criteria), issues=ledger.counts(),
+                                            progress=ledger.progress(t)))
         self.notify("loop_done", loop=t, status=outcome.status)
+        self.control.hook("on_loop_end", t, f"{t:04d}", {"event": "loop_end", **loop_summary(self.history.loops[t])})
 
     def write_index(self, t: int, ledger: Ledger) -> None:
         text = build_index(self.paths, self.jobs.spec_text, ledger, t, self.config.index)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..config import PolicyConfig, TimeoutsConfig
+from ..errors import QuotaExhausted, RunEnded
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
-from ..harness.base import HarnessAdapter, Outcome, RoleRequest, Usage
+from ..harness.base import HarnessAdapter, HarnessResult, Outcome, RoleRequest, Usage
 from ..harness.jail import JailSpec
 from ..harness.process import start_ticks
+from ..harness.quota import reset_time
 from ..paths import WorkspacePaths
 from . import events as ev
 from .guard import Area, Guard
@@ -58,16 +60,31 @@ class RoleResult:
     usage: Usage
 
 
+QUOTA_GUESS_SECONDS = 3600.0
+"""How long to wait for a usage limit whose message names no reset time, before trying again."""
+
+
 class RoleRunner:
-    def __init__(self, paths: WorkspacePaths, adapter: HarnessAdapter, journal: Journal, *, policy: PolicyConfig,
-                 timeouts: TimeoutsConfig, home: Path, notify: Callable[..., None] = lambda *a, **k: None,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.paths, self.adapter, self.journal, self.home = paths, adapter, journal, home
+    """Runs each role on its own adapter (`roles.<role>.*` may give each role its own harness and model).
+
+    `gate(role)` is called before every attempt and may raise `RunEnded` (a budget, a stop request);
+    `stop_requested()` is polled while the run waits for a usage limit to reset."""
+
+    def __init__(self, paths: WorkspacePaths, adapters: Mapping[str, HarnessAdapter], journal: Journal, *,
+                 policy: PolicyConfig, timeouts: TimeoutsConfig, notify: Callable[..., None] = lambda *a, **k: None,
+                 sleep: Callable[[float], None] = time.sleep, gate: Callable[[str], None] = lambda role: None,
+                 stop_requested: Callable[[], RunEnded | None] = lambda: None, clock: Callable[[], float] = time.time):
+        self.paths, self.adapters, self.journal = paths, adapters, journal
         self.max_retries, self.wall_timeout, self.idle_timeout = policy.max_retries, timeouts.wall_seconds, timeouts.idle_seconds
         self.max_output = int(timeouts.max_output_mb * 2**20)
         first = policy.transient_backoff_seconds
         self.backoff = tuple(first * 4 ** n for n in range(policy.transient_retries))
-        self.notify, self.sleep = notify, sleep
+        self.max_quota_wait = policy.max_quota_wait_hours * 3600
+        self.notify, self.sleep, self.gate, self.stop_requested, self.clock = notify, sleep, gate, stop_requested, clock
+
+    def home(self, role: str) -> Path:
+        """The role's own config home, under its harness's (the jail hides the other roles')."""
+        return self.paths.harness_home(self.adapters[role].name) / role
 
     def manifest(self, job: RoleJob, attempt: int) -> dict[str, Any]:
         return {
@@ -86,7 +103,9 @@ class RoleRunner:
         usage = Usage()
         session: str | None = None
         attempts = self.max_retries + 1
+        adapter = self.adapters[job.role]
         for attempt in range(1, attempts + 1):
+            self.gate(job.role)
             attempt_dir = self.paths.loop(job.loop).attempt_dir(job.role, attempt)
             attempt_dir.mkdir(parents=True, exist_ok=True)
             if attempt == 1:
@@ -101,7 +120,7 @@ class RoleRunner:
             self.journal.append(ev.AttemptStarted(loop=job.loop, role=job.role, attempt=attempt))
             self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt)
 
-            home = self.home / job.role
+            home = self.home(job.role)
             jail = replace(job.jail, writable=(*job.jail.writable, home)) if job.jail else None
             request = RoleRequest(
                 role=job.role, loop=job.loop, attempt=attempt, prompt=prompt, workdir=job.workdir,
@@ -110,7 +129,7 @@ class RoleRunner:
                 context=job.context, jail=jail)
             request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
             guard = Guard(job.protected(attempt_dir))
-            result = self._call(request, attempt_dir)
+            result, ended = self._call(adapter, request, attempt_dir)
             violations = guard.check_and_restore()
             usage = usage + result.usage
 
@@ -128,27 +147,67 @@ class RoleRunner:
             self.journal.append(ev.AttemptFinished(loop=job.loop, role=job.role, attempt=attempt, ok=ok,
                                                    outcome=result.outcome.value, errors=errors,
                                                    usage=result.usage.to_json(), violations=len(violations),
-                                                   seconds=result.duration_s))
+                                                   seconds=result.duration_s, harness=adapter.name,
+                                                   model=adapter.config.model, cost_source=result.cost_source))
+            if ended is not None:
+                raise ended
             if ok:
                 return RoleResult(output, attempt, [], usage)
-            resumable = self.adapter.supports_resume and result.outcome is Outcome.ok and not violations
+            resumable = adapter.supports_resume and result.outcome is Outcome.ok and not violations
             session = result.session_id if resumable else None
         return RoleResult(None, attempts, errors, usage)
 
-    def _call(self, request: RoleRequest, attempt_dir: Path):
-        """One harness run; transient failures (rate limit, network) are retried with backoff first."""
+    def _call(self, adapter: HarnessAdapter, request: RoleRequest,
+              attempt_dir: Path) -> tuple[HarnessResult, RunEnded | None]:
+        """One attempt's harness run. Transient failures (rate limit, network) are rerun with backoff; a usage
+        limit is waited out until its reset and rerun, unless the reset is too far or a stop is asked for
+        meanwhile (then the attempt ends and the run with it). The usage of every rerun counts."""
         def spawned(pid: int) -> None:
             self.journal.append(ev.ProcessStarted(loop=request.loop, role=request.role, attempt=request.attempt,
                                                   pid=pid, start_ticks=start_ticks(pid)))
 
-        for n, delay in enumerate((*self.backoff, None), 1):
-            result = self.adapter.run(request, attempt_dir, on_spawn=spawned)
-            if not result.outcome.transient or delay is None:
-                return result
-            for log in ("events.jsonl", "stderr.log"):  # keep the failed run's logs beside the rerun's
-                if (attempt_dir / log).exists():
-                    (attempt_dir / log).rename(attempt_dir / log.replace(".", f".transient-{n}.", 1))
-            self.journal.append(ev.TransientFailure(loop=request.loop, role=request.role, attempt=request.attempt,
-                                                    outcome=result.outcome.value, error=result.error, retry_in=delay))
-            self.sleep(delay)
-        return result
+        backoff, waited, reruns, usage = list(self.backoff), 0.0, {"transient": 0, "quota": 0}, Usage()
+        while True:
+            result = adapter.run(request, attempt_dir, on_spawn=spawned)
+            usage = usage + result.usage
+            result = replace(result, usage=usage)
+            if result.outcome is Outcome.quota_exhausted:
+                now = self.clock()
+                reset = reset_time(result.error or "")
+                until = reset.timestamp() if reset is not None else now + QUOTA_GUESS_SECONDS
+                if waited + max(0.0, until - now) > self.max_quota_wait:
+                    return result, QuotaExhausted(
+                        f"the {request.role}'s harness hit its usage limit ({result.error}); it resets after "
+                        f"policy.max_quota_wait_hours={self.max_quota_wait / 3600:g} allows hoh to wait")
+                self._set_aside(attempt_dir, "quota", reruns)
+                self.journal.append(ev.QuotaWait(loop=request.loop, role=request.role, attempt=request.attempt,
+                                                 until=round(until, 3), error=result.error))
+                self.notify("paused", role=request.role, until=until)
+                if stop := self._wait_until(until):
+                    return result, stop
+                waited += max(0.0, until - now)
+            elif result.outcome.transient and backoff:
+                delay = backoff.pop(0)
+                self._set_aside(attempt_dir, "transient", reruns)
+                self.journal.append(ev.TransientFailure(loop=request.loop, role=request.role, attempt=request.attempt,
+                                                        outcome=result.outcome.value, error=result.error,
+                                                        retry_in=delay))
+                self.sleep(delay)
+            else:
+                return result, None
+
+    @staticmethod
+    def _set_aside(attempt_dir: Path, why: str, reruns: dict[str, int]) -> None:
+        """Keep a failed run's logs beside the rerun's: events.transient-1.jsonl, stderr.quota-1.log."""
+        reruns[why] += 1
+        for log in ("events.jsonl", "stderr.log"):
+            if (attempt_dir / log).exists():
+                (attempt_dir / log).rename(attempt_dir / log.replace(".", f".{why}-{reruns[why]}.", 1))
+
+    def _wait_until(self, until: float) -> RunEnded | None:
+        """Sleep until `until` (epoch seconds) in short steps; a stop request ends the wait early."""
+        while (left := until - self.clock()) > 0:
+            if stop := self.stop_requested():
+                return stop
+            self.sleep(min(left, 1.0))
+        return self.stop_requested()

@@ -3,47 +3,72 @@
 When a loop ends its directory `state/loops/NNNN/` is added to a git index kept in history.git
 (`state-index`, work tree `state/`) and the tree of everything sealed so far is recorded under
 `refs/hoh/sealed`. From then on:
-- the guard asks git what changed in sealed loops (`changes`): stat-only, in C;
+- the guard's check (`changes`) is stat-only, in process: each sealed file's stat and each sealed
+  directory's mtime as they were sealed (a new file changes its directory's mtime); only a file
+  whose stat moved is read, and compared with its sealed blob;
 - a change is undone from the sealed blobs (`restore`), which no role can reach;
 - on resume and in `hoh status --verify`, every sealed file is re-hashed against the sealed tree
-  (`verify`), whatever the stat caches say.
+  (`verify`), whatever any stat says.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 from .git import GitError, History
 
 SEALED_REF = "refs/hoh/sealed"
+StatKey = tuple[int, int, int, int, int]
 
 
 def loop_dir(t: int) -> str:
     return f"loops/{t:04d}"
 
 
+def _key(st: os.stat_result) -> StatKey:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode
+
+
+def _blob_id(path: str) -> str:
+    """git's id of a file's content (what the sealed index holds for it)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class SealedState:
     def __init__(self, history: History, state_dir: Path):
         self.history, self.state_dir = history, state_dir
         self.index = history.git_dir / "state-index"
+        self._tree: str | None = None  # read once, then kept by `seal`; only hoh seals
+        self._loops: list[int] | None = None
+        self._files: dict[str, tuple[StatKey, str]] = {}
+        """Absolute path → (stat as sealed, sealed blob id), for this process's stat-only checks."""
+        self._dirs: dict[str, int] = {}
+        """Absolute path of each sealed directory → its mtime as sealed."""
 
     def _git(self, *args: str, index: Path | None = None, binary: bool = False):
         return self.history.git(*args, work_tree=self.state_dir, index=index or self.index, binary=binary)
 
     def sealed_tree(self) -> str | None:
-        try:
-            return self.history.git("rev-parse", "--verify", "-q", SEALED_REF) or None
-        except GitError:
-            return None
+        if self._tree is None:
+            try:
+                self._tree = self.history.git("rev-parse", "--verify", "-q", SEALED_REF) or ""
+            except GitError:
+                self._tree = ""
+        return self._tree or None
 
     def sealed_loops(self) -> list[int]:
-        tree = self.sealed_tree()
-        if tree is None:
-            return []
-        names = self.history.git("ls-tree", "--name-only", f"{tree}:loops")
-        return sorted(int(name) for name in names.splitlines() if name.isdigit())
+        if self._loops is None:
+            tree = self.sealed_tree()
+            names = self.history.git("ls-tree", "--name-only", f"{tree}:loops") if tree else ""
+            self._loops = sorted(int(name) for name in names.splitlines() if name.isdigit())
+        return list(self._loops)
 
     def open_loops(self) -> list[int]:
         """Loop dirs not sealed yet: the loop running now (and any a crash left unfinished)."""
@@ -57,6 +82,9 @@ class SealedState:
         self._git("add", "--force", "--", loop_dir(t))
         tree = self._git("write-tree")
         self.history.git("update-ref", SEALED_REF, tree)
+        self._tree, self._loops = tree, sorted({*self.sealed_loops(), t})
+        if self._files or self._dirs or len(self._loops) == 1:
+            self._record([t])
 
     def _ensure_index(self) -> None:
         """Rebuild the index from the sealed tree if it is missing (a first seal, or a lost index)."""
@@ -65,26 +93,78 @@ class SealedState:
         tree = self.sealed_tree()
         self._git("read-tree", tree) if tree else self._git("read-tree", "--empty")
 
+    def _record(self, loops: list[int]) -> None:
+        """The stat baseline of these sealed loops, as they are now (just sealed, or just verified)."""
+        if not loops:
+            return
+        listing = self._git("ls-files", "-s", "-z", "--", *(loop_dir(t) for t in loops), binary=True)
+        blobs = {}
+        for entry in listing.split(b"\0"):
+            if entry:
+                meta, _, rel = entry.partition(b"\t")
+                blobs[os.path.join(self.state_dir, os.fsdecode(rel))] = meta.split()[1].decode()
+        for t in loops:
+            for dirpath, _, names in os.walk(self.state_dir / loop_dir(t)):
+                self._dirs[dirpath] = os.lstat(dirpath).st_mtime_ns
+                for name in names:
+                    path = os.path.join(dirpath, name)
+                    if path in blobs:
+                        self._files[path] = (_key(os.lstat(path)), blobs[path])
+
     def _pathspec(self, open_loops: list[int]) -> list[str]:
         return ["loops/", *(f":(exclude){loop_dir(t)}" for t in open_loops)]
 
     def changes(self, open_loops: list[int]) -> list[str]:
-        """Changed, deleted or created paths under state/loops/, but in the open (unsealed) loops."""
+        """Modified, deleted or created paths in sealed loops, found by stat."""
         if self.sealed_tree() is None:
             return []
         self._ensure_index()
-        return self.history.changes(self.state_dir, self.index, *self._pathspec(open_loops))
+        if not self._files and not self._dirs:
+            self._record(self.sealed_loops())
+        found: list[str] = []
+        for path, (key, blob) in self._files.items():
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                found.append(f"deleted {self._rel(path)}")
+                continue
+            if _key(st) == key:
+                continue
+            if not stat.S_ISREG(st.st_mode) or _blob_id(path) != blob:
+                found.append(f"modified {self._rel(path)}")
+            elif stat.S_IMODE(st.st_mode) != stat.S_IMODE(key[4]):
+                found.append(f"changed the mode of {self._rel(path)}")
+            else:
+                self._files[path] = (_key(st), blob)  # touched, unchanged
+        touched = []
+        for path, mtime in self._dirs.items():
+            try:
+                if os.lstat(path).st_mtime_ns != mtime:
+                    touched.append(self._rel(path))
+            except FileNotFoundError:
+                continue  # its files show as deleted
+        if touched:
+            found += self.history.created(self.state_dir, self.index, *touched)
+        return found
+
+    def _rel(self, path: str) -> str:
+        return os.path.relpath(path, self.state_dir)
 
     def restore(self, changes: list[str]) -> None:
         for change in changes:
             kind, _, rel = change.partition(" ")
+            if kind == "changed":
+                rel = rel.removeprefix("the mode of ")
             path = self.state_dir / rel
             if kind == "created":
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
             else:
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
                 self._git("checkout-index", "--force", "--", rel)
+        self._files, self._dirs = {}, {}  # the next check takes the restored files as its baseline
 
     def verify(self, open_loops: list[int]) -> list[str]:
         """Re-hash every sealed file against the sealed tree (no stat cache trusted)."""

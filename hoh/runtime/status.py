@@ -1,17 +1,27 @@
-"""A read-only summary of a workspace for `hoh status`: loops, verdicts, attempts, time, issues, tokens.
+"""A read-only summary of a workspace for `hoh status`: loops, verdicts, attempts, time, issues, tokens and
+cost (per loop and per role), budgets, the stop reason, a pause for a usage limit, and an ETA.
 
-The figures come from the journal's one fold (`RunHistory`) and the per-loop state files; this
+The figures come from the journal's one fold (`RunHistory`) alone, no per-loop state file; this
 module only shapes them. Nothing is written.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from ..fsutil import load_state
+from ..config import role_harness
+from ..harness.base import Usage
+from ..paths import ROLES
+from .budget import figures
 from .journal import Journal, LoopStats, RunHistory
 from .lock import lock_held as _lock_held
 from .workspace import Workspace
+
+STATUS_SCHEMA_VERSION = 2
+"""2: cost, budget, stop_reason, paused_until, eta, roles, patience; tokens and cost_usd per loop."""
+ETA_WINDOW = 5
+"""The ETA assumes the next loops take as long as the mean of the last this many."""
 
 
 def lock_held(ws: Workspace) -> bool:
@@ -27,35 +37,91 @@ def run_state(history: RunHistory, ws: Workspace) -> str:
     return "running" if lock_held(ws) else "interrupted"
 
 
-def _loop_entry(ws: Workspace, stats: LoopStats) -> dict[str, Any]:
-    lp = ws.paths.loop(stats.loop)
-    criteria_total, verdict = 0, None
-    if lp.plan.exists():
-        plan = load_state(lp.plan, ("schema_version", "tasks"))
-        criteria_total = sum(len(task.get("acceptance", [])) for task in plan["tasks"])
-    if lp.qa.exists():
-        verdict = load_state(lp.qa, ("schema_version", "verdict"))["verdict"]
+VERDICTS = ("pass", "partial", "fail")
+
+
+def clock(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
+
+
+def _loop_entry(stats: LoopStats) -> dict[str, Any]:
+    """One loop's figures, all from the journal's fold: no state file is opened (QA covers every
+    acceptance condition of the plan once, so its criteria count is the plan's)."""
+    total = stats.total_usage
     return {
-        "loop": stats.loop, "status": stats.status, "verdict": verdict, "candidate_id": stats.candidate_id,
-        "criteria_verified": stats.verified, "criteria_total": criteria_total, "attempts": dict(stats.attempts),
-        "seconds": stats.seconds, "role_seconds": dict(stats.role_seconds), "issues": stats.issues,
-        "violations": dict(stats.violations),
+        "loop": stats.loop, "status": stats.status, "verdict": stats.status if stats.status in VERDICTS else None,
+        "candidate_id": stats.candidate_id, "criteria_verified": stats.verified, "criteria_total": stats.criteria,
+        "attempts": dict(stats.attempts), "seconds": stats.seconds, "role_seconds": dict(stats.role_seconds),
+        "issues": stats.issues, "violations": dict(stats.violations), "progress": stats.progress,
+        "tokens": total.total_tokens, "cost_usd": total.cost_usd,
         "usage": {role: usage.to_json() for role, usage in stats.usage.items()},
     }
+
+
+def _roles(ws: Workspace, history: RunHistory, loops: list[LoopStats]) -> dict[str, Any]:
+    """Per role: the harness and model it ran on (its latest attempt's, else the config's), and its totals."""
+    out = {}
+    for role in ROLES:
+        configured = role_harness(ws.config, role)
+        harness, model = history.role_setting.get(role, (configured.name, configured.model))
+        usage = Usage.sum(s.usage[role] for s in loops)
+        out[role] = {"harness": harness, "model": model, "attempts": sum(s.attempts[role] for s in loops),
+                     "seconds": round(sum(s.role_seconds[role] for s in loops), 3), "tokens": usage.total_tokens,
+                     "cost_usd": usage.cost_usd, "usage": usage.to_json()}
+    return out
+
+
+def _eta(history: RunHistory, state: str, target: int, now: float) -> dict[str, Any] | None:
+    finished = [s for s in history.loop_list() if s.status != "running" and s.seconds > 0]
+    remaining = target - history.last_finished_loop
+    if state in ("finished", "complete", "stalled", "not started") or remaining <= 0 or not finished:
+        return None
+    recent = finished[-ETA_WINDOW:]
+    per_loop = sum(s.seconds for s in recent) / len(recent)
+    seconds = round(per_loop * remaining, 1)
+    return {"seconds_per_loop": round(per_loop, 1), "remaining_loops": remaining, "seconds": seconds,
+            "at": clock(now + seconds) if state == "running" else None}
+
+
+def _stop_reason(history: RunHistory) -> dict[str, Any] | None:
+    """Why the last session ended short of `finished`: its status and message (with the budget's figures)."""
+    ended = history.run_finished
+    if ended is None or ended.status == "finished":
+        return None
+    reason: dict[str, Any] = {"status": ended.status, "error": ended.error}
+    if ended.status == "budget_exhausted" and (stop := history.budget_stop):
+        reason.update(budget=stop.budget, limit=stop.limit, spent=stop.spent, estimate=stop.estimate, role=stop.role,
+                      loop=stop.loop)
+    return reason
 
 
 def workspace_status(ws: Workspace) -> dict[str, Any]:
     history = RunHistory.read(Journal(ws.paths.journal))
     loops = history.loop_list()
+    state = run_state(history, ws)
+    now = time.time()
+    target = history.run_started.target_loops if history.run_started else ws.config.loops
+    paused = history.quota_wait if state == "running" and history.quota_wait and history.quota_wait.until > now \
+        else None
     return {
-        "schema_version": 1,
+        "schema_version": STATUS_SCHEMA_VERSION,
         "workspace": str(ws.paths.root),
         "harness": ws.config.harness.name,
         "sandbox": ws.config.sandbox.mode,
         "spec_sha256": ws.identity["spec_sha256"],
-        "state": run_state(history, ws),
-        "target_loops": history.run_started.target_loops if history.run_started else ws.config.loops,
+        "state": state,
+        "target_loops": target,
         "loops_finished": sum(1 for s in loops if s.status != "running"),
         "usage": history.usage.to_json(),
-        "loops": [_loop_entry(ws, stats) for stats in loops],
+        "tokens": history.usage.total_tokens,
+        "cost_usd": history.usage.cost_usd,
+        "wall_hours": round(history.wall_seconds(now if state == "running" else None) / 3600, 4),
+        "budget": figures(ws.config.budget, history, now if state == "running" else None),
+        "stop_reason": _stop_reason(history),
+        "paused_until": clock(paused.until) if paused else None,
+        "eta": _eta(history, state, target, now),
+        "patience": {"limit": ws.config.policy.patience, "loops_without_progress": history.no_progress_streak}
+        if ws.config.policy.patience else None,
+        "roles": _roles(ws, history, loops),
+        "loops": [_loop_entry(stats) for stats in loops],
     }

@@ -61,6 +61,9 @@ class Expectations:
     evidence_dir: Path | None = None
     issue_ids: set[str] | None = None
     behaviour_ids: set[str] | None = None
+    active_issue_ids: set[str] | None = None
+    """Open, reopened and fixed-pending issues: a plan that calls the spec complete leaves none behind."""
+    verified_ids: set[str] | None = None
 
 
 def _duplicates(ids: list[str]) -> list[str]:
@@ -91,6 +94,13 @@ def check_plan(plan: dict[str, Any], exp: Expectations) -> list[str]:
         unknown = sorted(set(preserve) - exp.behaviour_ids)
         if unknown:
             errors.append(f"preserve cites behaviour ids that are not verified behaviours: {', '.join(unknown)}")
+    if plan.get("spec_complete"):
+        if exp.active_issue_ids:
+            errors.append("spec_complete is impossible while issues are open: plan tasks for "
+                          f"{', '.join(sorted(exp.active_issue_ids))} first")
+        if exp.verified_ids is not None and not exp.verified_ids:
+            errors.append("spec_complete needs verified behaviours for QA to check again; none is verified yet, so "
+                          "plan tasks with acceptance conditions first")
     return errors
 
 
@@ -169,6 +179,10 @@ def check_qa(report: dict[str, Any], exp: Expectations) -> list[str]:
         unknown = sorted({f["issue_id"] for f in report["findings"] if "issue_id" in f} - exp.issue_ids)
         if unknown:
             errors.append(f"findings cite issue ids that are not in the ledger: {', '.join(unknown)}")
+    if exp.behaviour_ids is not None:
+        unknown = sorted({f["behaviour_id"] for f in report["findings"] if "behaviour_id" in f} - exp.behaviour_ids)
+        if unknown:
+            errors.append(f"findings cite behaviour ids that are not in the register: {', '.join(unknown)}")
     if report["verdict"] == "pass":
         open_items = [c["id"] for c in report["criteria"] + report["preserved"] if c["status"] != "verified"]
         serious = [f["title"] for f in report["findings"] if f["severity"] in ("blocker", "major")]

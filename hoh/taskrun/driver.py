@@ -153,7 +153,9 @@ class TaskRun:
         the interruption) and SIGKILL a moment later; a harness the journal still names is reaped."""
         out = Path(self.s.paths.hoh_output(t))
         remaining = self.remaining()
-        result = run_process(self.hoh_argv(t), cwd=Path(self.s.paths.logs), env=dict(os.environ), stdin=None,
+        # The deadline is hard: hoh's first SIGTERM stops it at once, not after the running attempt.
+        env = {**os.environ, "HOH_STOP_AT_ONCE": "1"}
+        result = run_process(self.hoh_argv(t), cwd=Path(self.s.paths.logs), env=env, stdin=None,
                              stdout_path=out.with_suffix(".out"), stderr_path=out.with_suffix(".err"),
                              wall_timeout=float("inf") if remaining is None else remaining,
                              idle_timeout=float("inf"))

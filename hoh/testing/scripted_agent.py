@@ -28,6 +28,13 @@ Script layout:
 
 Actions: write {path, content}, delete PATH, run CMD (optional `save: PATH` for its output),
 sleep SECONDS, hang, crash CODE, print TEXT (a raw stdout line).
+
+Other keys of an entry: `usage: {input_tokens, cached_input_tokens, output_tokens, cost_usd}` (what the
+run reports; by default a count from the prompt and reply sizes, no cost), `exit_code`, `fenced`, and
+`fail_runs: {times: N, message: TEXT}`: the first N runs of this (loop, role, attempt) only print an
+`error` event with TEXT and exit 1, as a CLI does when its provider refuses (a usage limit: "You've
+hit your limit · resets 1pm"); the count is kept in the agent's HOME, so a rerun of the same attempt
+goes on with the entry.
 """
 
 from __future__ import annotations
@@ -184,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
 
     emit({"type": "session", "id": f"scripted-{args.loop}-{args.role}-{args.attempt}"})
+    if failing := entry.get("fail_runs"):
+        counter = Path.home() / ".scripted-agent" / f"runs-{args.loop}-{args.role}-{args.attempt}"
+        counter.parent.mkdir(parents=True, exist_ok=True)
+        runs = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(runs + 1))
+        if runs < int(failing.get("times", 1)):
+            emit({"type": "error", "message": expand(str(failing["message"]), facts)})
+            return 1
     for action in entry.get("actions", []):
         do_action(action, cwd, env, facts)
 

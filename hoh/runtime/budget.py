@@ -1,0 +1,74 @@
+"""Budgets over the whole run: what is spent (from the journal's fold), what the next attempt may spend,
+and the check before every role attempt.
+
+The estimate of an attempt is the largest earlier attempt of the same role (0 before its first). A
+run stops when what is spent plus that estimate would pass a budget, or once a budget is reached; so
+a budget is passed by at most one attempt's actual spend (an attempt larger than any before it), and
+that overrun is reported by `figures`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from ..config import BudgetConfig
+from ..errors import BudgetExhausted
+from .journal import RunHistory
+
+KEYS = ("tokens", "cost_usd", "wall_hours")
+
+
+def spent(history: RunHistory, now: float | None = None) -> dict[str, float]:
+    usage = history.usage
+    return {"tokens": usage.total_tokens, "cost_usd": round(usage.cost_usd or 0.0, 6),
+            "wall_hours": round(history.wall_seconds(now) / 3600, 4)}
+
+
+def estimate(history: RunHistory, role: str) -> dict[str, float]:
+    largest = history.largest_attempt[role]
+    return {"tokens": largest["tokens"], "cost_usd": round(largest["cost_usd"], 6),
+            "wall_hours": round(largest["seconds"] / 3600, 4)}
+
+
+def figures(config: BudgetConfig, history: RunHistory, now: float | None = None) -> dict[str, dict[str, Any]]:
+    """Each budget that is set: its limit, what is spent, and by how much the spend went over (0 if not)."""
+    used = spent(history, now)
+    out = {}
+    for key in KEYS:
+        limit = getattr(config, key)
+        if limit is not None:
+            out[key] = {"limit": limit, "spent": used[key], "overrun": round(max(0.0, used[key] - limit), 6)}
+    return out
+
+
+def describe(key: str, value: float) -> str:
+    if key == "tokens":
+        return f"{int(value):,} tokens"
+    if key == "cost_usd":
+        return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:.4f}"
+    return f"{value:.2f} h"
+
+
+class BudgetGate:
+    """The check before each role attempt: raises BudgetExhausted (after `record` gets the reason)."""
+
+    def __init__(self, config: BudgetConfig, history: RunHistory, clock: Callable[[], float] = time.time):
+        self.config, self.history, self.clock = config, history, clock
+
+    def check(self, role: str) -> tuple[str, float, float, float] | None:
+        """The first budget the next attempt of `role` would pass: (key, limit, spent, estimate), else None."""
+        used, next_one = spent(self.history, self.clock()), estimate(self.history, role)
+        for key in KEYS:
+            limit = getattr(self.config, key)
+            if limit is not None and (used[key] >= limit or used[key] + next_one[key] > limit):
+                return key, float(limit), float(used[key]), float(next_one[key])
+        return None
+
+    @staticmethod
+    def exhausted(key: str, role: str, limit: float, used: float, next_one: float) -> BudgetExhausted:
+        over = f", {describe(key, used - limit)} over it (the last attempt was larger than any before)" \
+            if used > limit else ""
+        why = (f"{describe(key, used)} spent{over}" if used >= limit else
+               f"{describe(key, used)} spent and the {role}'s largest attempt took {describe(key, next_one)}")
+        return BudgetExhausted(f"budget.{key} of {describe(key, limit)} would be passed: {why}")

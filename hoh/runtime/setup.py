@@ -1,0 +1,74 @@
+"""Before a run starts: each role's harness adapter, checked once per harness, and the settings a
+resume changes (`hoh resume --set`), validated and checked before hoh.yaml is rewritten."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..config import HohConfig, apply_overrides, dump_config, role_harness
+from ..errors import HarnessUnavailable, UsageError
+from ..fsutil import atomic_write_text
+from ..harness import registry
+from ..harness.base import HarnessAdapter
+from ..harness.jail import require_jail
+from ..paths import ROLES
+from .workspace import Workspace
+
+
+def _key(config: HohConfig, role: str) -> str:
+    """The setting that chose this role's harness, for error messages."""
+    override = getattr(config.roles, role)
+    return f"roles.{role}.harness" if override is not None and override.harness is not None else "harness.name"
+
+
+def role_adapters(config: HohConfig) -> dict[str, HarnessAdapter]:
+    """One adapter per role (`harness.*` with `roles.<role>.*` over it), nothing checked."""
+    adapters = {}
+    for role in ROLES:
+        harness = role_harness(config, role)
+        try:
+            registry.check_name(harness.name)
+        except UsageError as err:
+            raise UsageError(f"{_key(config, role)}: {err}") from None
+        adapters[role] = registry.create(harness)
+    return adapters
+
+
+def check_adapters(config: HohConfig, adapters: dict[str, HarnessAdapter]) -> None:
+    """Every role's CLI is installed and usable (each distinct one checked once), and a cost budget can be
+    kept: every role's cost is known (its CLI's own figure, a configured price, or the price table)."""
+    checked: set[tuple[str, str | None]] = set()
+    for role, adapter in adapters.items():
+        if (adapter.name, adapter.config.command) in checked:
+            continue
+        checked.add((adapter.name, adapter.config.command))
+        key = _key(config, role)
+        try:
+            adapter.check_available()
+        except HarnessUnavailable as err:
+            raise HarnessUnavailable(str(err) if key == "harness.name" else f"{key}: {err}") from None
+    if config.budget.cost_usd is None:
+        return
+    for role, adapter in adapters.items():
+        if not adapter.can_price():
+            where = f"roles.{role}" if getattr(config.roles, role) is not None else "harness"
+            model = f"model '{adapter.config.model}'" if adapter.config.model else f"{adapter.name}'s default model"
+            raise UsageError(f"budget.cost_usd: the {role} runs {model}, which has no known price; set "
+                             f"{where}.price (USD per million tokens) or a model the price table knows")
+
+
+def prepare_adapters(config: HohConfig) -> dict[str, HarnessAdapter]:
+    adapters = role_adapters(config)
+    check_adapters(config, adapters)
+    return adapters
+
+
+def reconfigure(workspace: Workspace, overrides: list[str]) -> tuple[Workspace, dict[str, HarnessAdapter]]:
+    """Apply `--set` overrides to the workspace's hoh.yaml: validated and checked first (nothing is written
+    on a bad value or a missing harness), then written atomically."""
+    config = apply_overrides(workspace.config, overrides)
+    adapters = prepare_adapters(config)
+    if config.sandbox.mode == "bwrap":
+        require_jail()
+    atomic_write_text(workspace.paths.config, dump_config(config))
+    return dataclasses.replace(workspace, config=config), adapters
