@@ -3,9 +3,12 @@ environment is the instance's image, and every loop's candidate graded by the pa
 
 No ProgramBench image can be pulled here, so a real instance is an error naming its image. The
 package ships a test fixture instance (`testorg__calculator`); the test builds a local stand-in for
-its cleanroom image (Debian with the original program and its docs in /workspace, and pytest with xdist for
-the instance's tests) and a local copy of its test data (PROGRAMBENCH_BLOB_DIR), then runs it end to
-end: hoh with the scripted harness inside that image, the package compiling and testing each loop.
+its cleanroom image (Debian with the original program and its docs in /workspace, and pytest with
+xdist for the instance's tests) and a local copy of its test data (PROGRAMBENCH_BLOB_DIR), then runs
+it end to end: hoh with the scripted harness inside that image, the package compiling and testing
+each loop.
+The package's data hub is asked only with --programbench-download, and a hub that does not answer is
+given up at the timeout.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import json
+import os
 import shutil
+import socket
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -82,6 +88,31 @@ def test_an_instance_whose_image_is_missing_is_an_error_naming_it(harbor, tmp_pa
     assert task["outcome"] == "error" and task["scores"] == [None, None, None]
     assert "is not on this machine's Docker engine" in task["error"] and "docker pull programbench/jqlang" in task["error"]
     assert not list((out / "jobs").iterdir())  # nothing was started for it
+
+
+def test_test_data_comes_from_the_hub_only_when_asked_and_within_a_timeout(tmp_path):
+    # A hub that accepts connections and never answers: the download is abandoned at the timeout.
+    hub = socket.socket()
+    hub.bind(("127.0.0.1", 0))
+    hub.listen(16)
+    code = ("import time; from hoh.bench import programbench as pb; pb.DOWNLOAD_TIMEOUT_SECONDS = 3; "
+            "[i] = pb.instances('testorg'); print(pb.blob_problem(i, False)); t = time.monotonic(); "
+            "print(pb.blob_problem(i, True)); print(time.monotonic() - t)")
+    env = {k: v for k, v in os.environ.items() if k != "PROGRAMBENCH_BLOB_DIR"}
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{hub.getsockname()[1]}", HF_HOME=str(tmp_path / "hf"))
+    try:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        hub.close()
+    assert result.returncode == 0, result.stderr
+    not_asked, asked, seconds = result.stdout.splitlines()
+    assert f"the test data of {FIXTURE} is not on this machine" in not_asked and "--programbench-download" in not_asked
+    assert asked == f"fetching the test data of {FIXTURE} took longer than 3s" and float(seconds) < 10
+    # a local copy that lacks a branch's archive is named, file and all
+    env["PROGRAMBENCH_BLOB_DIR"] = str(tmp_path)
+    local = subprocess.run([sys.executable, "-c", code.replace("print(pb.blob_problem(i, True)); ", "")],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert f"PROGRAMBENCH_BLOB_DIR={tmp_path} lacks {FIXTURE}/tests/" in local.stdout, local.stderr
 
 
 @pytest.fixture(scope="module")
