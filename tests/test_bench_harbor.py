@@ -145,7 +145,7 @@ def test_an_interrupted_run_is_resumed_by_harbor(harbor, tmp_path):
     (["--mode", "solo"], "unknown mode 'solo'"),
     (["--harness", "nope"], "unknown harness 'nope'"),
     (["--harness", "oracle", "--loops", "2"], "has no modes, ablations or loops"),
-    (["--set", "no.such=1"], "unknown key 'no'"),
+    (["--set", "no.such=1"], "invalid key 'no'"),
     (["--include", "nothing-*"], "No tasks matched the filter"),
 ])
 def test_bad_options_are_refused_before_anything_starts(harbor, tmp_path, args, message):

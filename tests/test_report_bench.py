@@ -126,3 +126,22 @@ def test_text_report_compares_with_each_run(bench_runs):
     human = run_hoh("bench", "report", bench_runs["scripted"], "--compare", bench_runs["oracle"],
                     "--compare", bench_runs["scripted"])
     assert human.returncode == 0 and human.stdout.count("B − A") == 4  # two tables per comparison
+
+
+def test_cost_per_trial_and_per_point_when_the_agent_reports_one(bench_runs, tmp_path):
+    # Harbor records the cost an agent reports in its trial's agent_result; the scripted harness
+    # reports none, so a copy of its run gets one per trial as a priced harness would leave it.
+    priced = shutil.copytree(bench_runs["scripted"], tmp_path / "priced", symlinks=True)
+    for result in (priced / "jobs").glob("*.agent/*/result.json"):
+        data = json.loads(result.read_text())
+        data["agent_result"]["cost_usd"] = 0.25
+        result.write_text(json.dumps(data))
+    summary = json.loads(run_hoh("bench", "report", priced, "--json").stdout)
+    assert [t["cost_usd"] for t in summary["tasks"]] == [0.25] * 5 and summary["cost_usd"] == 1.25
+    assert summary["cost_per_point"] == round(1.25 / 500, 6)  # five tasks at 1.0: 500 points
+    text = run_hoh("bench", "report", priced)
+    assert text.returncode == 0 and text.stdout.count("$0.2500") == 5 and "$0.0025/point" in text.stdout
+    compared = json.loads(run_hoh("bench", "report", bench_runs["scripted"], "--compare", priced, "--json").stdout)
+    rows = {r["metric"]: r for r in compared["comparisons"][0]["rows"]}
+    assert rows["cost $"] == {"metric": "cost $", "a": None, "b": 1.25, "delta": None}
+    assert rows["cost $/point"]["b"] == 0.0025

@@ -51,6 +51,9 @@ def summarize(records: list[dict[str, Any]], settings: dict[str, Any],
     points = 100 * sum(r["final_score"] for r in scored)
     scored_tokens = sum(((r.get("tokens") or {}).get("input", 0) or 0) + ((r.get("tokens") or {}).get("output", 0)
                                                                          or 0) for r in scored)
+    # an errored trial's spend buys no points; a cost per point needs every scored trial's cost
+    scored_costs = [r.get("cost_usd") for r in scored]
+    scored_cost = sum(scored_costs) if scored_costs and None not in scored_costs else None
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "settings": settings,
@@ -66,6 +69,7 @@ def summarize(records: list[dict[str, Any]], settings: dict[str, Any],
         "tokens": tokens,
         "cost_usd": round(sum(costs), 4) if costs else None,
         "tokens_per_point": round(scored_tokens / points, 1) if points and scored_tokens else None,
+        "cost_per_point": round(scored_cost / points, 6) if points and scored_cost else None,
         "errors": [{"task": r["task"], "error": r["error"]} for r in records if r["outcome"] == "error"],
         "invalid": invalid or [],
         "tasks": [{"task": r["task"], "outcome": r["outcome"], "scores": [score_at(r, k) for k in range(1, loops + 1)],
@@ -150,6 +154,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
              {"metric": "tokens in+out", "a": a["tokens"]["input"] + a["tokens"]["output"],
               "b": b["tokens"]["input"] + b["tokens"]["output"]},
              {"metric": "tokens/point", "a": a["tokens_per_point"], "b": b["tokens_per_point"]},
+             {"metric": "cost $", "a": a.get("cost_usd"), "b": b.get("cost_usd")},
+             {"metric": "cost $/point", "a": a.get("cost_per_point"), "b": b.get("cost_per_point")},
              {"metric": "errors", "a": len(a["errors"]), "b": len(b["errors"])}]
     for row in rows:
         row["delta"] = _delta(row["a"], row["b"])

@@ -44,24 +44,31 @@ def render_summary(console: "Console", summary: dict[str, Any]) -> None:
 
     from ..bench.report import fmt, label
     ks = [e["loop"] for e in summary["hoh_at"]]
+    costs = any(t.get("cost_usd") is not None for t in summary["tasks"])
     table = Table(show_edge=False)
-    for col in ["task", "outcome", *[f"@{k}" for k in ks], "tokens", "wall", "note"]:
+    for col in ["task", "outcome", *[f"@{k}" for k in ks], "tokens", *(["cost"] if costs else []), "wall", "note"]:
         table.add_column(col, overflow="fold" if col == "note" else "ellipsis")
     for t in summary["tasks"]:
         tokens = t["tokens"]
         total = f"{tokens['input'] + tokens['output']:,}" if tokens else "–"
-        table.add_row(Text(t["task"]), t["outcome"], *[fmt(s) for s in t["scores"]], total,
+        cost = [f"${t['cost_usd']:.4f}" if t.get("cost_usd") is not None else "–"] if costs else []
+        table.add_row(Text(t["task"]), t["outcome"], *[fmt(s) for s in t["scores"]], total, *cost,
                       f"{fmt(t['wall_seconds'], 1)}s", Text((t["error"] or "")[:300]))
     for bad in summary["invalid"]:
-        table.add_row(Text(bad["task"]), "invalid", *["–" for _ in ks], "–", "–", Text(bad["reason"][:300]))
+        table.add_row(Text(bad["task"]), "invalid", *["–" for _ in ks], "–", *(["–"] if costs else []), "–",
+                      Text(bad["reason"][:300]))
     table.add_section()
     tok = summary["tokens"]
     table.add_row("[bold]mean", f"{summary['scored']}/{summary['trials']} scored",
-                  *[fmt(e["mean"]) for e in summary["hoh_at"]], f"{tok['input'] + tok['output']:,}", "", "")
+                  *[fmt(e["mean"]) for e in summary["hoh_at"]], f"{tok['input'] + tok['output']:,}",
+                  *([f"${summary['cost_usd']:.4f}" if summary.get("cost_usd") is not None else "–"] if costs else []),
+                  "", "")
     console.print(table)
     curve = " → ".join(f"HoH@{e['loop']} {fmt(e['mean'])}" for e in summary["hoh_at"])
     cost = f" · cost ${summary['cost_usd']:.2f}" if summary.get("cost_usd") is not None else ""
     per_point = f" · {fmt(summary['tokens_per_point'], 1)} tokens/point" if summary.get("tokens_per_point") else ""
+    if summary.get("cost_per_point"):
+        per_point += f" · ${summary['cost_per_point']:.4f}/point"
     plain(console, f"{label(summary['settings'])}: {curve} · pass rate {fmt(summary['pass_rate'], 2)} · outcomes "
           + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items()) + per_point + cost)
     for key, points in summary["by_key"].items():
