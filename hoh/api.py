@@ -4,17 +4,24 @@ runner uses these)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .config import HohConfig
-from .runtime.loop import Notify, RunReport, Runtime
-from .runtime.setup import prepare_adapters, role_adapters
 from .runtime.workspace import create_workspace, open_workspace
+
+if TYPE_CHECKING:
+    from .config import HohConfig
+    from .runtime.loop import Notify, RunReport
+
+# The Runtime (prompts, schemas, adapters) is imported by build and resume only: `hoh status` on a
+# long run must not pay for what it does not use.
 
 
 def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False,
           notify: Notify | None = None, project: Path | None = None) -> RunReport:
     """Create a workspace for `spec` and run `config.loops` loops in it. With `project`, an existing
     directory (with or without files or its own git history) is the project: its content is A_0."""
+    from .runtime.loop import Runtime
+    from .runtime.setup import prepare_adapters, role_adapters
     prepare_adapters(config)  # every role's CLI, and a cost budget's prices, before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force,
                           project=Path(project) if project is not None else None)
@@ -29,6 +36,7 @@ def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | N
     """Continue a run: finish its target, or run `more_loops` past the last finished loop. `overrides`
     (`budget.cost_usd=20`) change the workspace's hoh.yaml first. A run that ended `complete` or
     `stalled` runs again only when `more_loops` asks for it."""
+    from .runtime.loop import Runtime
     ws = open_workspace(Path(workspace))
     with Runtime.open(ws, notify, overrides=overrides) as runtime:
         history = runtime.history

@@ -46,9 +46,9 @@ def declared_floors() -> list[str]:
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     floors = []
     for dep in deps:
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*>=\s*([\w.]+)", dep)
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*>=\s*([\w.]+)\s*(;.*)?", dep)
         assert match, f"dependency {dep!r} must declare a floor as name>=X"
-        floors.append(f"{match[1]}=={match[2]}")
+        floors.append(f"{match[1]}=={match[2]}{match[3] or ''}")  # an environment marker is kept
     return floors
 
 

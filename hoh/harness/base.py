@@ -123,14 +123,17 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"input_tokens": self.input_tokens, "cached_input_tokens": self.cached_input_tokens,
+                "output_tokens": self.output_tokens, "reasoning_tokens": self.reasoning_tokens,
+                "cost_usd": self.cost_usd}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "Usage":
         """Read a recorded usage; missing or null counts are 0, a missing cost is unknown."""
         data = data or {}
         cost = data.get("cost_usd")
-        return cls(*(int(data.get(f.name) or 0) for f in dataclasses.fields(cls)[:4]),
+        return cls(int(data.get("input_tokens") or 0), int(data.get("cached_input_tokens") or 0),
+                   int(data.get("output_tokens") or 0), int(data.get("reasoning_tokens") or 0),
                    float(cost) if cost is not None else None)
 
     @classmethod

@@ -27,11 +27,11 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"event": self.kind}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value is None and f.default is None:
+        for name, _, optional, _ in _fields(type(self)):
+            value = getattr(self, name)
+            if value is None and optional:
                 continue
-            data[f.name] = value
+            data[name] = value
         return data
 
     @staticmethod
@@ -41,21 +41,40 @@ class Event:
         if cls is None:
             raise EventError(f"unknown event kind {kind!r}")
         values = {}
-        for f in dataclasses.fields(cls):
-            if f.name in data:
-                values[f.name] = data[f.name]
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise EventError(f"event '{kind}' lacks the field '{f.name}'")
+        for name, required, _, _ in _fields(cls):
+            if name in data:
+                values[name] = data[name]
+            elif required:
+                raise EventError(f"event '{kind}' lacks the field '{name}'")
         event = cls(**values)
         event.check_types()
         return event
 
     def check_types(self) -> None:
-        for f in dataclasses.fields(self):
-            expected = _TYPES.get(f.type.replace(" ", "")) if isinstance(f.type, str) else None
-            value = getattr(self, f.name)
-            if expected and not (isinstance(value, expected) and not (isinstance(value, bool) and bool not in expected)):
-                raise EventError(f"event '{self.kind}' field '{f.name}' is {type(value).__name__}, expected {f.type}")
+        for name, _, _, expected in _fields(type(self)):
+            if expected is None:
+                continue
+            value = getattr(self, name)
+            if not isinstance(value, expected) or (value is True or value is False) and bool not in expected:
+                spelt = next(f.type for f in dataclasses.fields(self) if f.name == name)
+                raise EventError(f"event '{self.kind}' field '{name}' is {type(value).__name__}, expected {spelt}")
+
+
+FieldSpec = tuple[str, bool, bool, "tuple[type, ...] | None"]
+_FIELD_SPECS: dict[type, list[FieldSpec]] = {}
+
+
+def _fields(cls: type) -> list[FieldSpec]:
+    """Per event class, once: each field's name, whether it is required, whether a None is left out
+    on disk, and the types its value may have (None: not checked). A status at 500 loops reads ~7,000
+    events, so `dataclasses.fields` per event would be most of its time."""
+    specs = _FIELD_SPECS.get(cls)
+    if specs is None:
+        specs = _FIELD_SPECS[cls] = [
+            (f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+             f.default is None, _TYPES.get(f.type.replace(" ", "")) if isinstance(f.type, str) else None)
+            for f in dataclasses.fields(cls)]
+    return specs
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

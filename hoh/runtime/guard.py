@@ -5,7 +5,8 @@ is reported with the paths that changed, and the area is put back. The cost foll
 changed, not the size of the area or of the history:
 - file areas (state, spec, config, harness homes) are fingerprinted by stat — size, times,
   inode, mode — and a file is hashed only when its stat changed (a `HashCache` kept for the run);
-- the project, QA's view and the sealed loops are asked of git, whose index is the stat cache;
+- the project and QA's view are asked of git, whose index is the stat cache;
+- sealed loops: only the directories the kernel saw change are stat-checked (`seal.py`);
 - the journal is compared with what hoh itself appended, by one stat.
 """
 
@@ -315,7 +316,7 @@ class HistoryArea(Area):
 
 
 class SealedArea(Area):
-    """Finished loops' state dirs: stat-checked by git against their seal, restored from it."""
+    """Finished loops' state dirs: checked against their seal where the kernel saw a change, restored from it."""
 
     def __init__(self, sealed: SealedState, open_loops: list[int]):
         super().__init__("state")

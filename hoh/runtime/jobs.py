@@ -50,8 +50,8 @@ class JobFactory:
         state/ (but the active attempt's logs; sealed loops through their seal), the journal, spec,
         config, script, and the other roles' harness homes (no planting instructions for the next role)."""
         role = attempt_dir.parent.name
-        sealed = self.sealed.sealed_loops()
-        sealed_dirs = tuple(self.paths.loop(t).dir for t in sealed)
+        loops_dir = self.paths.state / "loops"  # not a LoopPaths per sealed loop: this runs every attempt
+        sealed_dirs = tuple(loops_dir / f"{t:04d}" for t in self.sealed.sealed_loops())
         areas: list[Area] = [
             *([MirrorArea(self.mirror, head, strict=read_only_project, published_tags=self.repo.tags, cache=self.cache)]
               if self.mirror.enabled else []),

@@ -146,7 +146,11 @@ class Runtime:
                     journal.append(ev.OrphanReaped(pid=pid))
             workspace.history.clear_stale_locks()
             check_sealed_state(workspace, history)
-            yield cls(workspace, journal, adapters, notify, opened_at)
+            runtime = cls(workspace, journal, adapters, notify, opened_at)
+            try:
+                yield runtime
+            finally:
+                runtime.sealed.close()  # its kernel watch: a process may open many runtimes
 
     def run(self, target_loops: int) -> RunReport:
         history, control = self.history, self.control

@@ -3,9 +3,11 @@
 When a loop ends its directory `state/loops/NNNN/` is added to a git index kept in history.git
 (`state-index`, work tree `state/`) and the tree of everything sealed so far is recorded under
 `refs/hoh/sealed`. From then on:
-- the guard's check (`changes`) is stat-only, in process: each sealed file's stat and each sealed
-  directory's mtime as they were sealed (a new file changes its directory's mtime); only a file
-  whose stat moved is read, and compared with its sealed blob;
+- the guard's check (`changes`) asks the kernel which sealed directories had any event since the
+  last check (an inotify watch on each, `watch.py`), and stat-checks only those: each file's stat
+  and each directory's mtime as they were sealed (a new file changes its directory's mtime); only
+  a file whose stat moved is read, and compared with its sealed blob. No event, no work: the check
+  does not grow with the history. Without inotify, every sealed file is stat-checked;
 - a change is undone from the sealed blobs (`restore`), which no role can reach;
 - on resume and in `hoh status --verify`, every sealed file is re-hashed against the sealed tree
   (`verify`), whatever any stat says.
@@ -21,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from .git import GitError, History
+from .watch import DirWatch
 
 SEALED_REF = "refs/hoh/sealed"
 StatKey = tuple[int, int, int, int, int]
@@ -51,6 +54,9 @@ class SealedState:
         """Absolute path → (stat as sealed, sealed blob id), for this process's stat-only checks."""
         self._dirs: dict[str, int] = {}
         """Absolute path of each sealed directory → its mtime as sealed."""
+        self._by_dir: dict[str, list[str]] = {}
+        """Sealed directory → the sealed files directly in it."""
+        self._watch: DirWatch | None = None
 
     def _git(self, *args: str, index: Path | None = None, binary: bool = False):
         return self.history.git(*args, work_tree=self.state_dir, index=index or self.index, binary=binary)
@@ -103,26 +109,63 @@ class SealedState:
             if entry:
                 meta, _, rel = entry.partition(b"\t")
                 blobs[os.path.join(self.state_dir, os.fsdecode(rel))] = meta.split()[1].decode()
+        if not self._dirs and self._watch is None:
+            self._watch = DirWatch.open()  # a fresh baseline: the watch covers every directory recorded
         for t in loops:
             for dirpath, _, names in os.walk(self.state_dir / loop_dir(t)):
+                if self._watch is not None:
+                    self._watch.add(dirpath)  # before the stats: a change after them is an event
                 self._dirs[dirpath] = os.lstat(dirpath).st_mtime_ns
+                files = self._by_dir.setdefault(dirpath, [])
                 for name in names:
                     path = os.path.join(dirpath, name)
                     if path in blobs:
                         self._files[path] = (_key(os.lstat(path)), blobs[path])
+                        files.append(path)
+
+    def _forget(self) -> None:
+        """Drop the baseline (and the watch, whose queue may hold hoh's own writes): the next check
+        records the sealed loops as they are then."""
+        self._files, self._dirs, self._by_dir = {}, {}, {}
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    def close(self) -> None:
+        """Let go of the kernel watch (a later check records the baseline again)."""
+        self._forget()
+
+    def _suspects(self) -> tuple[list[str], list[str]] | None:
+        """The sealed directories (and their files) to stat-check: those the watch saw change, and every
+        directory below one; None: all of them (no watch, or it cannot say)."""
+        changed = self._watch.changed() if self._watch is not None else None
+        if changed is None:
+            return None
+        prefixes = tuple(d + os.sep for d in changed)
+        dirs = [d for d in self._dirs if d in changed or d.startswith(prefixes)] if changed else []
+        return dirs, [f for d in dirs for f in self._by_dir.get(d, ())]
 
     def _pathspec(self, open_loops: list[int]) -> list[str]:
         return ["loops/", *(f":(exclude){loop_dir(t)}" for t in open_loops)]
 
     def changes(self, open_loops: list[int]) -> list[str]:
-        """Modified, deleted or created paths in sealed loops, found by stat."""
+        """Modified, deleted or created paths in sealed loops, found by stat where the kernel saw events."""
         if self.sealed_tree() is None:
             return []
-        self._ensure_index()
         if not self._files and not self._dirs:
+            self._ensure_index()
             self._record(self.sealed_loops())
+        suspects = self._suspects()
+        if suspects is None and self._watch is not None:
+            self._watch.close()  # it lost track (a full queue): every check stats everything from now on
+            self._watch = None
+        dirs, files = suspects if suspects is not None else (list(self._dirs), list(self._files))
+        if not dirs and not files:
+            return []
+        self._ensure_index()
         found: list[str] = []
-        for path, (key, blob) in self._files.items():
+        for path in files:
+            key, blob = self._files[path]
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
@@ -137,7 +180,8 @@ class SealedState:
             else:
                 self._files[path] = (_key(st), blob)  # touched, unchanged
         touched = []
-        for path, mtime in self._dirs.items():
+        for path in dirs:
+            mtime = self._dirs[path]
             try:
                 if os.lstat(path).st_mtime_ns != mtime:
                     touched.append(self._rel(path))
@@ -164,7 +208,7 @@ class SealedState:
                 elif path.exists() or path.is_symlink():
                     path.unlink()
                 self._git("checkout-index", "--force", "--", rel)
-        self._files, self._dirs = {}, {}  # the next check takes the restored files as its baseline
+        self._forget()  # the next check takes the restored files as its baseline
 
     def verify(self, open_loops: list[int]) -> list[str]:
         """Re-hash every sealed file against the sealed tree (no stat cache trusted)."""

@@ -1,0 +1,101 @@
+"""The sealed loops' check: every kind of change a role can make to a finished loop is found, whether
+the kernel's watch narrows the check (inotify) or every sealed file is stat-checked (no watch, or a
+watch that lost track), and a restore puts the sealed bytes back."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import pytest
+
+from hoh.runtime.seal import SealedState
+from hoh.runtime.workspace import open_workspace
+
+ATTEMPT = "loops/0001/roles/planner/attempt-1"
+
+
+@pytest.fixture
+def sealed(demo_ws, tmp_path):
+    ws_dir = tmp_path / "ws"
+    shutil.copytree(demo_ws, ws_dir, symlinks=True)
+    ws = open_workspace(ws_dir)
+    state = SealedState(ws.history, ws.paths.state)
+    assert state.sealed_loops() == [1, 2, 3, 4]
+    assert state.changes([]) == []  # the baseline, recorded at the first check
+    return state
+
+
+def tamper(state_dir, how: str) -> list[str]:
+    """Make one change to sealed loop 1; return what the check must report."""
+    target = state_dir / ATTEMPT / "prompt.md"
+    if how == "modify":
+        target.write_text("forged\n")
+        return [f"modified {ATTEMPT}/prompt.md"]
+    if how == "same size":
+        data = target.read_bytes()
+        target.write_bytes(data[:-1] + (b"x" if data[-1:] != b"x" else b"y"))
+        return [f"modified {ATTEMPT}/prompt.md"]
+    if how == "chmod":
+        target.chmod(0o755)
+        return [f"changed the mode of {ATTEMPT}/prompt.md"]
+    if how == "delete":
+        target.unlink()
+        return [f"deleted {ATTEMPT}/prompt.md"]
+    if how == "create":
+        (state_dir / ATTEMPT / "planted.md").write_text("x")
+        return [f"created {ATTEMPT}/planted.md"]
+    if how == "move a parent away":  # only the moved directory's parent sees an event
+        names = sorted(os.listdir(state_dir / ATTEMPT))
+        shutil.move(state_dir / "loops/0001/roles", state_dir.parent / "moved")
+        return sorted(f"deleted {ATTEMPT}/{name}" for name in names)
+    raise AssertionError(how)
+
+
+HOW = ["modify", "same size", "chmod", "delete", "create", "move a parent away"]
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("watch", ["kernel watch", "stat only"])
+def test_every_change_to_a_sealed_loop_is_found_and_restored(sealed, how, watch):
+    if watch == "stat only":
+        sealed._watch.close()
+        sealed._watch = None
+    elif not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    else:
+        assert sealed._watch is not None and sealed._watch.usable
+    state_dir = sealed.state_dir
+    before = (state_dir / ATTEMPT / "prompt.md").read_bytes()
+    expected = tamper(state_dir, how)
+    found = sealed.changes([])
+    if how == "move a parent away":
+        assert sorted(c for c in found if c.startswith(f"deleted {ATTEMPT}/")) == expected
+    else:
+        assert found == expected
+    sealed.restore(found)
+    assert (state_dir / ATTEMPT / "prompt.md").read_bytes() == before
+    assert not (state_dir / ATTEMPT / "planted.md").exists()
+    assert sealed.changes([]) == [] and sealed.verify([]) == []
+
+
+def test_a_watch_that_lost_track_falls_back_to_checking_everything(sealed):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    sealed._watch.usable = False  # what a full kernel queue (IN_Q_OVERFLOW) does
+    expected = tamper(sealed.state_dir, "modify")
+    assert sealed.changes([]) == expected
+    assert sealed._watch is None  # from now on every check is a full stat check
+    sealed.restore(expected)
+    assert sealed.changes([]) == []
+
+
+def test_a_check_with_no_event_reads_nothing(sealed, monkeypatch):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    calls = []
+    real = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda path, *a, **k: calls.append(path) or real(path, *a, **k))
+    (sealed.state_dir / ATTEMPT / "prompt.md").read_bytes()  # reading is not a change
+    assert sealed.changes([]) == [] and calls == []
