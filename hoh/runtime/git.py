@@ -175,6 +175,9 @@ class History:
 
     def tag(self, name: str, commit: str) -> None:
         self.git("update-ref", f"refs/tags/{name}", commit)
+        # One packed-refs file instead of a loose file per loop: the guard reads hoh's refs around every
+        # attempt, and that must not grow with the number of loops.
+        self.git("pack-refs", "--all")
         if self._tags is not None:
             self._tags[name] = commit
 

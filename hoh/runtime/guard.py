@@ -64,7 +64,7 @@ def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = (),
             continue
         for entry in entries:
             name = entry.name
-            if _ignored(name, ignore) or entry.path in skip_set or (not prefix and name == ".git"):
+            if entry.path in skip_set or (not prefix and name == ".git") or _ignored(name, ignore):
                 continue
             rel = prefix + name
             st = entry.stat(follow_symlinks=False)
