@@ -134,3 +134,18 @@ def test_a_sealed_loops_logs_are_guarded_and_restored_from_the_seal(make_project
     violation = p.attempt_result(2, "developer", 1)["violations"][0]
     assert violation == {"area": "state", "changes": ["modified loops/0001/roles/planner/attempt-1/events.jsonl"]}
     assert "forged" not in p.state("loops", "0001", "roles", "planner", "attempt-1", "events.jsonl").read_text()
+
+
+def test_a_file_planted_in_qas_view_by_an_unjailed_developer_never_reaches_qa(make_project):
+    # QA's view is moved from candidate to candidate, not rebuilt, while it is known clean; a role that
+    # runs without the jail could write into it unseen by its own guard, so it makes the view suspect.
+    script = mini_script(2)
+    dev = script["loops"][2]["developer"]
+    dev["actions"] = dev["actions"] + [{"run": "echo planted > ${workspace}/scratch/view/planted.txt"}]
+    script["loops"][2]["qa"]["checks"][0]["run"] = "test ! -e planted.txt && python3 greet.py bob"
+    p = make_project(script)
+    assert p.build(loops=2, sets=GUARD_ONLY).status == "finished"
+    assert p.loop_json(2, "qa")["verdict"] == "pass"
+    assert p.attempt_result(2, "qa", 1)["violations"] == []  # its first attempt never saw the file
+    assert not p.state("loops", "0002", "roles", "qa", "attempt-2").exists()
+    assert not (p.ws / "scratch" / "view" / "planted.txt").exists()

@@ -5,17 +5,19 @@ with `hoh build --project` and the scripted agent, whose Developer changes ONE f
 whose Planner and QA do almost nothing. hoh's own time in a loop is the loop's wall time (journal:
 loop_started → loop_finished) minus the time spent inside the agent subprocesses (journal:
 attempt_finished.seconds, which includes starting the OS jail); the first loop, which hashes
-the new project once, is left out and the median of the rest is reported. Everything is measured
-in one run, side by side, since this machine is noisy: the figures that matter are the ratios.
+the new project once, is left out. This machine is noisy and its load drifts over minutes, so the
+two sides of each ratio are measured side by side: once both workspaces exist, each is resumed
+for a few loops in turn (the order alternating per round), and per side the median of those
+loops is taken, leaving out each session's first loop (its caches are cold).
 
 - N vs 2N files: hoh's seconds per loop at each, and their ratio (target ≤ 1.2);
-- history: a trivial project built for 200 loops; the median overhead of loops 3-7 vs 196-200
-  (target ≤ 1.2);
+- history: a trivial project built for 200 loops next to one built for 5; the median overhead of
+  the loops each then runs, long vs short (target ≤ 1.2);
 - peak RSS of the hoh process itself (not its agents) building the 2N project with one extra
   file of 300 MB (target ≤ 150 MB, whatever the largest file);
 - `hoh --help`, and `hoh status` on a 500-loop workspace (median of 5 runs; targets 150 / 300 ms).
 
-    python benchmarks/perf/runtime_overhead.py [--files 10000] [--loops 6] [--history 200]
+    python benchmarks/perf/runtime_overhead.py [--files 10000] [--history 200] [--rounds 3] [--loops 3]
 
 Exits 1 when a target is missed.
 """
@@ -74,10 +76,11 @@ def hoh(*args: str, rss: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
 
 
-def build(tmp: Path, name: str, project: Path | None, loops: int, rss: bool = False) -> tuple[Path, int | None]:
+def build(tmp: Path, name: str, project: Path | None, loops: int, rss: bool = False,
+          script_loops: int | None = None) -> tuple[Path, int | None]:
     spec, script = tmp / f"{name}.md", tmp / f"{name}.yaml"
     spec.write_text("# Overhead\n\nChange one file per loop.\n")
-    script.write_text(yaml.safe_dump(loop_script(loops), sort_keys=False))
+    script.write_text(yaml.safe_dump(loop_script(script_loops or loops), sort_keys=False))
     ws = tmp / f"{name}-ws"
     args = ["build", str(spec), "--loops", str(loops), "-w", str(ws), "-q", "--set", f"harness.script={script}"]
     if project is not None:
@@ -98,6 +101,22 @@ def overheads(ws: Path) -> dict[int, float]:
             if s.finished is not None}
 
 
+def side_by_side(workspaces: dict[str, Path], rounds: int, loops_per_round: int) -> dict[str, list[float]]:
+    """Resume each workspace for `loops_per_round` loops in turn, `rounds` times; per workspace, hoh's own
+    seconds in each of those loops but the first of every session."""
+    samples: dict[str, list[float]] = {name: [] for name in workspaces}
+    for r in range(rounds):
+        for name in (list(workspaces) if r % 2 == 0 else list(reversed(workspaces))):
+            ws = workspaces[name]
+            last = max(overheads(ws))
+            result = hoh("resume", "-w", str(ws), "--loops", str(loops_per_round), "-q")
+            if result.returncode != 0:
+                sys.exit(f"resume {name} failed: {result.stderr}")
+            over = overheads(ws)
+            samples[name] += [over[t] for t in range(last + 2, last + loops_per_round + 1)]
+    return samples
+
+
 def timed(args: list[str], runs: int = 5) -> float:
     samples = []
     for _ in range(runs):
@@ -110,32 +129,38 @@ def timed(args: list[str], runs: int = 5) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--files", type=int, default=10_000)
-    p.add_argument("--loops", type=int, default=6)
+    p.add_argument("--rounds", type=int, default=3, help="resumes per side, alternating")
+    p.add_argument("--loops", type=int, default=3, help="loops per resume")
     p.add_argument("--history", type=int, default=200)
     p.add_argument("--big-mb", type=int, default=300)
     args = p.parse_args(argv)
     misses = []
     with tempfile.TemporaryDirectory(prefix="hoh-overhead-", dir=os.environ.get("HOH_BENCH_TMP")) as tmp_str:
         tmp = Path(tmp_str)
-        per_loop = {}
+        extra = args.rounds * args.loops
+        sizes, peak = {}, None
         for n in (args.files, 2 * args.files):
             project = make_project(tmp / f"p{n}", n, big_mb=args.big_mb if n == 2 * args.files else 0)
-            ws, peak = build(tmp, f"n{n}", project, args.loops, rss=n == 2 * args.files)
-            per_loop[n] = statistics.median(v for t, v in overheads(ws).items() if t > 1)
-            print(f"{n:>6} files ({n * FILE_BYTES // 10**6} MB): hoh's own time per loop {per_loop[n]:.3f} s"
-                  + (f"; peak RSS of hoh {peak} MB (with a {args.big_mb} MB file)" if peak else ""))
-            if peak is not None and peak > 150:
-                misses.append(f"peak RSS {peak} MB > 150 MB")
+            sizes[n], rss = build(tmp, f"n{n}", project, 2, rss=n == 2 * args.files, script_loops=2 + extra)
+            peak = rss if rss is not None else peak
+        samples = side_by_side({str(n): ws for n, ws in sizes.items()}, args.rounds, args.loops)
+        per_loop = {n: statistics.median(samples[str(n)]) for n in sizes}
+        for n in sizes:
+            print(f"{n:>6} files ({n * FILE_BYTES // 10**6} MB): hoh's own time per loop {per_loop[n]:.3f} s "
+                  f"(median of {len(samples[str(n)])})"
+                  + (f"; peak RSS of hoh {peak} MB (with a {args.big_mb} MB file)" if n == 2 * args.files else ""))
+        if peak is not None and peak > 150:
+            misses.append(f"peak RSS {peak} MB > 150 MB")
         ratio = per_loop[2 * args.files] / per_loop[args.files]
         print(f"2N/N ratio: {ratio:.2f} (target ≤ 1.2); at N: {per_loop[args.files]:.3f} s (target ≤ 1 s)")
         misses += [f"2N/N {ratio:.2f} > 1.2"] if ratio > 1.2 else []
         misses += [f"{per_loop[args.files]:.2f} s per loop > 1 s"] if per_loop[args.files] > 1 else []
 
-        ws, _ = build(tmp, "history", None, args.history)
-        over = overheads(ws)
-        early = statistics.median(over[t] for t in range(3, 8))
-        late = statistics.median(over[t] for t in range(args.history - 4, args.history + 1))
-        print(f"history: loop 3-7 {early:.3f} s, loop {args.history - 4}-{args.history} {late:.3f} s, "
+        long_ws, _ = build(tmp, "history", None, args.history, script_loops=args.history + extra)
+        short_ws, _ = build(tmp, "short", None, 5, script_loops=5 + extra)
+        samples = side_by_side({"long": long_ws, "short": short_ws}, args.rounds, args.loops)
+        early, late = statistics.median(samples["short"]), statistics.median(samples["long"])
+        print(f"history: after 5 loops {early:.3f} s, after {args.history} loops {late:.3f} s, "
               f"ratio {late / early:.2f} (target ≤ 1.2)")
         misses += [f"history ratio {late / early:.2f} > 1.2"] if late / early > 1.2 else []
 

@@ -72,7 +72,8 @@ class History:
         """The commit the work tree is known to equal, exactly (hoh made it so and no role has run since
         that might change it: the Runtime clears this when a writing role starts); None when unknown."""
         self.view_clean = False
-        """QA's view is known to equal its index (set after moving it, cleared while QA runs)."""
+        """QA's view is known to equal its index: set after moving it and when QA's guard finds it unchanged
+        after an attempt; cleared while QA runs and whenever a role runs without the jail."""
         self.known_status: dict[tuple[Path, str], list[str]] = {}
         """(work tree, commit) → its untracked and ignored entries, as a guard check last found them
         while the tree was known clean at that commit: the next role's snapshot needs no new scan."""
@@ -174,6 +175,9 @@ class History:
 
     def tag(self, name: str, commit: str) -> None:
         self.git("update-ref", f"refs/tags/{name}", commit)
+        # One packed-refs file instead of a loose file per loop: the guard reads hoh's refs around every
+        # attempt, and that must not grow with the number of loops.
+        self.git("pack-refs", "--all")
         if self._tags is not None:
             self._tags[name] = commit
 

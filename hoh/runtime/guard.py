@@ -64,7 +64,7 @@ def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = (),
             continue
         for entry in entries:
             name = entry.name
-            if _ignored(name, ignore) or entry.path in skip_set or (not prefix and name == ".git"):
+            if entry.path in skip_set or (not prefix and name == ".git") or _ignored(name, ignore):
                 continue
             rel = prefix + name
             st = entry.stat(follow_symlinks=False)
@@ -206,16 +206,25 @@ class WorkTreeArea(Area):
         commit = self.history.clean_at if self.work_tree == self.history.work_tree else None
         return (self.work_tree, commit) if commit else None
 
+    def _is_view(self) -> bool:
+        return self.index == self.history.view_index
+
     def snapshot(self) -> set[str]:
         key = self._known_key()
         if key in self.history.known_status:
             return set(self.history.known_status[key])
+        if self._is_view():
+            clean, self.history.view_clean = self.history.view_clean, False  # a role is about to run in it
+            if clean:
+                return set()
         return self._changes()
 
     def changes(self, snap) -> list[str]:
         now = self._changes()
         if now == snap and (key := self._known_key()):
             self.history.known_status = {key: sorted(now)}  # the next role starts from this, unscanned
+        if not now and self._is_view():
+            self.history.view_clean = True  # checked after the attempt: the next one starts unscanned
         return sorted(now - snap)
 
     def restore(self, snap, changes: list[str]) -> None:

@@ -245,6 +245,8 @@ class Runtime:
             role_dir.rename(aside)
             self.journal.append(ev.RoleSetAside(loop=job.loop, role=job.role, moved_to=self.paths.rel(aside)))
         self.notify("role", role=job.role, loop=job.loop)
+        if job.jail is None and job.role != "qa":
+            self.repo.view_clean = False  # unjailed, this role could write QA's view, which only QA's guard checks
         result = self.runner.run(job)
         if result.output is not None:
             return result.output
@@ -322,9 +324,7 @@ class Runtime:
         self.repo.update_view(self.paths.view, candidate["commit"])
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
-        self.repo.view_clean = False
         report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)))
-        self.repo.view_clean = True  # QA's guard checked the view after every attempt and put back any change
         if report is None:
             return None
         shutil.rmtree(lp.evidence, ignore_errors=True)
