@@ -95,7 +95,7 @@ def test_workspace_report_in_chromium(browser, demo_ws, tmp_path):
         opened.check_clean()
         opened.check_plots(["verdicts", "issues", "tokens", "cumulative", "time"])
         assert opened.visible_rows("issue-table") == ["I-0001", "I-0002"]
-        opened.page.fill('input[data-filter="issue-table"]', "regression")
+        opened.page.fill('input[data-filter="issue-table"]', "Subtraction")
         assert opened.visible_rows("issue-table") == ["I-0002"]
         opened.page.fill('input[data-filter="issue-table"]', "")
         opened.page.click("#issue-table th:nth-child(7)")  # regressions, ascending
