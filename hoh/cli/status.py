@@ -114,9 +114,7 @@ def show_issue(console: Console, item: dict[str, Any]) -> None:
         console.print(f"[bold]{item['id']}[/bold] {item['behaviour']}")
         console.print(f"status {item['status']} · first verified loop {item['first_verified']['loop']} · "
                       f"issues {', '.join(item['issues']) or 'none'}")
-    table = Table(show_edge=False)
-    for col in ("loop", "candidate", "status", "by", "evidence / notes"):
-        table.add_column(col)
+    table = _table("loop", "candidate", "status", "by", "evidence / notes")  # ids fold, never end in "…"
     for h in item["history"]:
         detail = "; ".join(filter(None, [", ".join(h.get("evidence", [])[:3]), h.get("notes", "")]))
         table.add_row(str(h["loop"]), h["candidate_id"] or "", h["status"], ", ".join(h.get("sources", [])), detail)
