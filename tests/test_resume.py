@@ -120,3 +120,13 @@ def test_kill_9_of_hoh_build_then_resume_matches_an_uninterrupted_run(tmp_path):
         assert _candidate_ids(ws) == expected
         assert snapshot(ws) == snapshot(reference)
     assert interrupted == 3
+
+
+def test_a_stale_packed_refs_lock_from_a_kill_does_not_stop_the_resume(make_project):
+    # hoh packs its refs after every loop's tag; a kill -9 inside `git pack-refs` leaves its lock behind.
+    p = make_project(mini_script(2))
+    assert p.build(loops=1).status == "finished"
+    (p.ws / "history.git" / "packed-refs.lock").write_text("")
+    result = run_hoh("resume", "-w", p.ws, "--loops", "1", "-q")
+    assert result.returncode == 0, result.stderr
+    assert not (p.ws / "history.git" / "packed-refs.lock").exists()

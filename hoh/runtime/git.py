@@ -130,7 +130,7 @@ class History:
     def clear_stale_locks(self) -> None:
         """A kill -9 during a git command leaves *.lock files; we hold the workspace lock, so they are stale."""
         for lock in (self.git_dir / "index.lock", self.git_dir / "view-index.lock", self.git_dir / "HEAD.lock",
-                     self.git_dir / "refs" / "heads" / f"{BRANCH}.lock"):
+                     self.git_dir / "packed-refs.lock", self.git_dir / "refs" / "heads" / f"{BRANCH}.lock"):
             lock.unlink(missing_ok=True)
 
     def reset_to(self, commit: str) -> None:
