@@ -14,7 +14,7 @@ import yaml
 from conftest import DEMO, Project, mini_script, run_hoh
 
 from hoh import api
-from hoh.config import HarnessConfig
+from hoh.config import HarnessConfig, HohConfig
 from hoh.errors import HarnessUnavailable
 from hoh.harness import registry
 from hoh.resources import schema_errors
@@ -36,7 +36,7 @@ def clis_on_path(harness_bin, monkeypatch):
 def reference(tmp_path_factory):
     """The scripted demo over two loops, and the mock script that replays it through a real CLI."""
     ws = tmp_path_factory.mktemp("reference") / "ws"
-    report = api.build(DEMO / "spec.md", ws, api.HohConfig(loops=2))
+    report = api.build(DEMO / "spec.md", ws, HohConfig(loops=2))
     assert report.status == "finished"
     script = mock_script(yaml.safe_load((DEMO / "script.yaml").read_text()), ws)
     return ws, script
