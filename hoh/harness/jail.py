@@ -49,7 +49,7 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path) -> list[str]:
     if not spec.network:
         args.append("--unshare-net")
     needed = {*spec.visible, *spec.writable, *spec.read_only, cwd, Path(sys.prefix), Path(sys.base_prefix),
-              Path(argv[0]).resolve().parent if "/" in argv[0] else Path("/")}
+              *_program_dirs(argv[0])}
     shown: list[Path] = []
     for path in sorted(p for p in needed if p.is_relative_to(PRIVATE_TMP) and p != PRIVATE_TMP):
         if path.exists() and not any(path.is_relative_to(s) for s in shown):
@@ -65,6 +65,18 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path) -> list[str]:
         if path.exists():
             args += ["--tmpfs", str(path)]
     return [*args, "--chdir", str(cwd), "--", *argv]
+
+
+def _program_dirs(program: str) -> list[Path]:
+    """Where the program lives, as found on PATH and with its links resolved, and the node_modules it
+    runs from: a CLI installed under /tmp (a checkout's .hoh-tools) must stay visible in the jail."""
+    found = program if "/" in program else shutil.which(program)
+    if not found:
+        return []
+    dirs = [Path(found).absolute().parent, Path(found).resolve().parent]
+    for d in list(dirs):
+        dirs += [a for a in (d, *d.parents) if a.name == "node_modules"][:1]
+    return dirs
 
 
 def bwrap_path() -> str:
