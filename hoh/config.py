@@ -201,21 +201,61 @@ class GuardConfig(_Model):
     """Names of caches that tools create as a side effect; not counted as writes to read-only areas."""
 
 
+class RoleHostsConfig(_Model):
+    """Hosts a jailed role may reach through hoh's egress besides its model endpoint ("host", "host:port",
+    "*.domain"). None: the role's default."""
+
+    planner: list[str] = Field(default_factory=list)
+    """Nothing by default: the Planner reads and plans."""
+    developer: list[str] | None = None
+    """None: the package registries this machine's pip, npm and apt are configured for (`hoh doctor` lists
+    them), so the Developer can install dependencies."""
+    qa: list[str] = Field(default_factory=list)
+    """Nothing by default: QA judges the candidate as it is."""
+
+
+class LimitsConfig(_Model):
+    """What one role attempt may use of the machine (`hoh doctor` says how each is enforced here)."""
+
+    tmp_mb: int = Field(1024, ge=16)
+    """Size of the role's private /tmp (a tmpfs: it would otherwise hold RAM)."""
+    memory_mb: int | None = Field(None, ge=64)
+    """Memory of the attempt's processes together (a cgroup where the machine delegates one, else each
+    process's address space); None: no limit."""
+    processes: int | None = Field(4096, ge=16)
+    """Processes and threads of the attempt together (a cgroup where the machine delegates one, else the
+    role user's process count); None: no limit."""
+
+
 class SandboxConfig(_Model):
     """The OS jail every role attempt runs in (see hoh/harness/jail.py)."""
 
     mode: Literal["bwrap", "off"] = "bwrap"
-    """`bwrap`: each attempt in a bubblewrap jail (read-only machine but what the role may write, its own
-    PID namespace, its own /tmp). `off`: no jail; only hoh's guard and the harness's own flags remain
-    (for containers without namespaces); every run says so."""
-    network: Literal["shared", "none"] = "shared"
-    """`shared`: roles reach the network (the model endpoint). `none`: a jailed role has no network at all
-    (for harnesses whose model runs in-process, like the scripted agent)."""
+    """`bwrap`: each attempt in a bubblewrap jail (no capabilities, a root filesystem of what the role needs,
+    its own PID and network namespaces, its own /tmp). `off`: no jail; only hoh's guard and the harness's own
+    flags remain (for containers without namespaces); every run says so."""
+    network: Literal["egress", "none", "shared"] = "egress"
+    """`egress`: each jailed role in its own network namespace, out only through hoh's proxy (the model
+    endpoint, plus `allow_hosts`), every connection logged per attempt. `none`: no network at all (a harness
+    whose model runs in-process, like the scripted agent). `shared`: the machine's network (loopback and
+    abstract sockets included); an opt-out that every run states."""
+    allow_hosts: RoleHostsConfig = Field(default_factory=RoleHostsConfig)
+    read_only_paths: list[str] = Field(default_factory=list)
+    """More directories the roles may read (a toolchain outside /usr and PATH, e.g. /opt/go); absolute paths."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @field_validator("mode", mode="before")
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:
         return "off" if value is False else value  # YAML reads a bare `off` as false
+
+    @field_validator("read_only_paths")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not Path(path).is_absolute():
+                raise ValueError(f"'{path}' is not an absolute path")
+        return value
 
 
 class HohConfig(_Model):

@@ -159,7 +159,7 @@ def test_codex_read_only_planner_cannot_write(tmp_path):
         tool_outputs = [json.dumps(r["body"]) for r in mock.requests() if r.get("match", {}).get("role") == "planner"]
     assert result.returncode == 0, result.stderr
     attempt = json.loads((p.ws / "state/loops/0001/roles/planner/attempt-1/result.json").read_text())
-    # The sandbox itself refused the write, so hoh's guard found nothing to revert.
+    # The jail (codex's sandbox without it) refused the write, so hoh's guard found nothing to revert.
     assert attempt["ok"] and attempt["violations"] == []
     assert any("Read-only file system" in body for body in tool_outputs)
     assert not (p.ws / "project" / "planner-was-here.txt").exists()
@@ -178,6 +178,10 @@ def test_doctor_reports_installed_and_missing_harnesses(tmp_path):
     assert installed.returncode == 0
     assert doctor["jail"]["works"] and doctor["jail"]["status"].startswith("works")
     assert reports["codex"]["roles"]["planner"][0].startswith("codex sandbox read-only")
+    roles = doctor["roles"]
+    assert {r: roles[r]["capabilities"].split(" (")[0] for r in roles} == {"planner": "none", "developer": "none", "qa": "none"}
+    assert roles["developer"]["filesystem"]["writes"][0].startswith("the project") and roles["planner"]["network"]
+    assert "egress" in roles["qa"]["network"] and roles["qa"]["limits"]["tmp_mb"] > 0
     assert reports["pi"]["roles"]["developer"][1] == "hoh's jail (bwrap)"
     for name in HARNESSES:
         assert reports[name]["usable"] and reports[name]["version"] == reports[name]["tested_version"]

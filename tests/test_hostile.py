@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+import shutil
+import tempfile
 
 import pytest
 import yaml
@@ -31,6 +36,7 @@ class Run:
     outside: Path
     """A directory outside the workspace, on the host."""
     result: subprocess.CompletedProcess
+    listeners: "Listeners"
 
     def attempt(self, loop: int, role: str, n: int = 1) -> dict:
         path = self.ws / "state" / "loops" / f"{loop:04d}" / "roles" / role / f"attempt-{n}" / "result.json"
@@ -68,8 +74,18 @@ def unchanged(rel: str) -> Callable[[Run], bool]:
     return lambda run: not (run.ws / rel).read_text(errors="replace").endswith(MARK + "\n")
 
 
+def unreached(name: str) -> Callable[[Run], bool]:
+    """Nobody connected to the host's listener `name` (tcp, abstract, socket)."""
+    return lambda run: run.listeners.reached[name] == 0
+
+
+def home_lacks(role: str, rel: str) -> Callable[[Run], bool]:
+    return lambda run: not (run.ws / "scratch" / "homes" / "scripted" / role / rel).exists()
+
+
 W, P, E = "${workspace}", "${project_dir}", "${evidence_dir}"
 O = "${outside}"
+CONNECT = "python3 -c \"import socket; s = socket.socket({family}); s.settimeout(3); s.connect({address}); s.send(b'x')\""
 CASES = [
     # -- writing outside the workspace ---------------------------------------------------------------
     Case("dev-writes-outside", "developer", [{"run": f"echo hostile > {O}/out.txt"}], absent("out.txt")),
@@ -77,9 +93,39 @@ CASES = [
     Case("dev-writes-etc", "developer", [{"run": "echo hostile > /etc/hoh-hostile"}],
          lambda run: not Path("/etc/hoh-hostile").exists()),
     Case("dev-writes-real-home", "developer", [{"run": "echo hostile >> /root/.hoh-hostile-probe"}],
-         lambda run: not Path("/root/.hoh-hostile-probe").exists()),
+         lambda run: not _exists(Path("/root/.hoh-hostile-probe"))),
     Case("dev-remounts-rw", "developer", [{"run": f"mount -o remount,rw / && echo hostile > {O}/rw.txt"}],
          absent("rw.txt")),
+    # -- undoing the jail: capabilities, mounts, kernel knobs (as root too) -------------------------------
+    Case("dev-remounts-usr-rw", "developer",
+         [{"run": "mount -o remount,rw /usr; mount -o remount,rw /; echo hostile > /usr/hoh-hostile-probe"}],
+         lambda run: not Path("/usr/hoh-hostile-probe").exists()),
+    Case("dev-unmounts-private-tmp", "developer", [{"run": "umount -l /tmp && ls -a /tmp > tmp-listing.txt"}],
+         lambda run: not (run.ws / "project/tmp-listing.txt").exists()),
+    Case("planner-unmounts-hidden-transcripts", "planner",
+         [{"run": f"umount -l {W}/state/loops/0001/roles; "
+                  f"cp {W}/state/loops/0001/roles/developer/attempt-1/prompt.md $HOME/leak.txt"}],
+         home_lacks("planner", "leak.txt"), loop=2),
+    Case("planner-reads-the-journal", "planner", [{"run": f"cp {W}/state/journal.jsonl $HOME/journal.txt"}],
+         home_lacks("planner", "journal.txt"), loop=2),
+    Case("qa-reads-the-developers-home", "qa",
+         [{"run": f"cp -r {W}/scratch/homes/scripted/developer $HOME/stolen"}], home_lacks("qa", "stolen")),
+    Case("dev-writes-a-sysctl", "developer",
+         [{"run": "v=$(cat /proc/sys/kernel/printk_ratelimit) && echo $v > /proc/sys/kernel/printk_ratelimit "
+                  "&& touch sysctl-written"}],
+         lambda run: not (run.ws / "project/sysctl-written").exists()),
+    Case("planner-plants-a-stop-request", "planner",
+         [{"run": f"echo '{{\"schema_version\": 1, \"requested_by\": \"planner\"}}' > {W}/hoh.stop"}],
+         lambda run: json.loads(run_hoh("status", "-w", run.ws, "--json").stdout)["loops"][-1]["loop"] == 2, loop=2),
+    # -- reaching the host: its sockets, its loopback, abstract sockets --------------------------------
+    Case("dev-connects-to-a-host-socket", "developer",
+         [{"run": CONNECT.format(family="socket.AF_UNIX", address="'${host_socket}'")}], unreached("socket")),
+    Case("dev-connects-to-an-abstract-socket", "developer",
+         [{"run": CONNECT.format(family="socket.AF_UNIX", address="'\\0${abstract}'")}], unreached("abstract")),
+    Case("planner-connects-to-loopback", "planner",
+         [{"run": CONNECT.format(family="", address="('127.0.0.1', ${tcp_port})")}], unreached("tcp")),
+    Case("qa-connects-to-loopback", "qa",
+         [{"run": CONNECT.format(family="", address="('127.0.0.1', ${tcp_port})")}], unreached("tcp")),
     # -- the workspace's protected areas (jailed, and again with the guard alone) --------------------
     Case("dev-edits-ledger", "developer", [{"run": f"echo hostile >> {W}/state/ledger.json"}], loop=2,
          held=lambda run: json.loads((run.ws / "state/ledger.json").read_text())["schema_version"] == 1,
@@ -182,6 +228,52 @@ CASES = [
 ]
 
 
+class Listeners:
+    """Servers on the host a role must not reach: a TCP port on loopback, an abstract unix socket and a
+    unix socket in a directory outside /tmp (where Docker's lives); each counts who connected."""
+
+    def __init__(self) -> None:
+        self.reached = {"tcp": 0, "abstract": 0, "socket": 0}
+        # Outside /tmp where it can be (Docker's socket lives in /run); short, since AF_UNIX paths stop at 107 bytes.
+        self.dir = Path(tempfile.mkdtemp(prefix="hoh-hostile-", dir="/run" if os.access("/run", os.W_OK) else "/tmp"))
+        tcp = socket.create_server(("127.0.0.1", 0))
+        abstract = socket.socket(socket.AF_UNIX)
+        self.abstract = f"hoh-hostile-{os.getpid()}-{id(self)}"
+        abstract.bind("\0" + self.abstract)
+        unix = socket.socket(socket.AF_UNIX)
+        self.host_socket = str(self.dir / "docker.sock")
+        unix.bind(self.host_socket)
+        self.sockets = {"tcp": tcp, "abstract": abstract, "socket": unix}
+        self.tcp_port = tcp.getsockname()[1]
+        for name, sock in self.sockets.items():
+            sock.listen()
+            threading.Thread(target=self._accept, args=(name, sock), daemon=True).start()
+
+    def _accept(self, name: str, sock: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            self.reached[name] += 1
+            conn.close()
+
+    def facts(self) -> dict[str, str]:
+        return {"${tcp_port}": str(self.tcp_port), "${abstract}": self.abstract, "${host_socket}": self.host_socket}
+
+    def close(self) -> None:
+        for sock in self.sockets.values():
+            sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except PermissionError:  # /root as another user: nothing of theirs could have been written there either
+        return False
+
+
 def _after(seconds: float) -> bool:
     time.sleep(seconds)
     return True
@@ -208,19 +300,24 @@ def _all_git_objects(git_dir: Path) -> bytes:
 
 @pytest.mark.parametrize("case,mode", [(c, m) for c in CASES for m in c.modes],
                          ids=[f"{c.id}-{m}" for c in CASES for m in c.modes])
-def test_hostile_behaviour_is_held(case: Case, mode: str, tmp_path, monkeypatch):
+def test_hostile_behaviour_is_held(case: Case, mode: str, tmp_path, monkeypatch, request):
     monkeypatch.setenv("HOH_HOSTILE_SENTINEL", SENTINEL)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret\n")
     (tmp_path / "spec.md").write_text("# Greeter\n\nPrint a greeting.\n")
-    script = json.loads(json.dumps(_script(case)).replace("${outside}", str(outside)))
+    listeners = Listeners()
+    request.addfinalizer(listeners.close)
+    text = json.dumps(_script(case)).replace("${outside}", str(outside))
+    for placeholder, value in listeners.facts().items():
+        text = text.replace(placeholder, value)
+    script = json.loads(text)
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False, width=10**9))
     ws = tmp_path / "ws"
     sets = {"sandbox.mode": mode, "timeouts.idle_seconds": 60, **case.sets}
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
     result = run_hoh("build", tmp_path / "spec.md", "--loops", str(case.loop), "-w", ws, "-q", *args, timeout=300)
-    run = Run(ws, outside, result)
+    run = Run(ws, outside, result, listeners)
 
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr + result.stdout

@@ -1,8 +1,10 @@
-"""`hoh doctor`: the OS jail here, and which harness CLIs are installed, at which version, with which
-sandbox; per harness and role, which layer enforces what."""
+"""`hoh doctor`: the OS jail here and, per role, what it can do inside (capabilities, filesystem view,
+network, credentials, limits); which harness CLIs are installed, at which version, with which sandbox
+and credential path; per harness and role, which layer enforces what."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -10,10 +12,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..config import HarnessConfig
+from ..config import HarnessConfig, HohConfig
 from ..errors import HarnessUnavailable
 from ..harness import registry
-from ..harness.jail import probe
+from ..harness.base import RoleRequest
+from ..harness.jail import SYSTEM_DIRS, identity, probe
+from ..harness.limits import mechanism
+from ..harness.registries import registry_hosts
+from ..paths import ROLES
 
 
 def jail_report() -> dict[str, Any]:
@@ -24,6 +30,58 @@ def jail_report() -> dict[str, Any]:
                                                  "(then only the harness's own layer and hoh's guard protect)"}
 
 
+def _network(config: HohConfig, role: str) -> str:
+    sandbox, endpoint = config.sandbox, config.harness.base_url
+    if sandbox.mode == "off":
+        return "the machine's network (no jail)"
+    if sandbox.network == "shared":
+        return "the machine's network (sandbox.network: shared): loopback and abstract sockets reachable"
+    if sandbox.network == "none":
+        return "none: its own network namespace, no way out"
+    hosts = getattr(sandbox.allow_hosts, role)
+    hosts = list(registry_hosts()) if hosts is None else hosts
+    model = f"the model endpoint {endpoint}" if endpoint else "the harness's own login hosts"
+    others = ", ".join(hosts) if hosts else "nothing else"
+    return f"its own network namespace; out only through hoh's egress proxy: {model}; {others}; every connection logged"
+
+
+def roles_report(config: HohConfig) -> dict[str, Any]:
+    """Per role: what its jail is made of, from this machine and these settings."""
+    from ..runtime.jobs import ROLE_VIEWS
+    inside = identity() if config.sandbox.mode == "bwrap" else None
+    caps = ("none" if inside and int(inside["CapEff"], 16) == 0 else f"CapEff {inside['CapEff']}") if inside else None
+    capabilities = (f"{caps} (uid {inside['Uid'].split()[0]}, no_new_privs {inside['NoNewPrivs']})" if inside
+                    else "the user's own (no jail)")
+    limits = config.sandbox.limits
+    how = mechanism()
+    system = [str(p) for p in SYSTEM_DIRS if p.exists()] + ["PATH directories", "hoh's Python"]
+    return {role: {
+        "capabilities": capabilities,
+        "filesystem": {**ROLE_VIEWS[role], "system_read_only": system + config.sandbox.read_only_paths,
+                       "private": f"/tmp ({limits.tmp_mb} MB tmpfs), /dev/shm; the jail's root, /dev, /sys, "
+                                  "/proc/sys read-only"},
+        "network": _network(config, role),
+        "limits": {"tmp_mb": limits.tmp_mb,
+                   "processes": f"{limits.processes} by {how['processes']}" if limits.processes else "none",
+                   "memory": f"{limits.memory_mb} MB by {how['memory']}" if limits.memory_mb else "none"},
+    } for role in ROLES}
+
+
+def credential(adapter) -> str:
+    """How the CLI is given its model credential, and who can read it."""
+    if adapter.config.api_key_env:
+        return (f"API key from ${adapter.config.api_key_env}: added by hoh's egress proxy outside the role; "
+                "the CLI holds a placeholder")
+    request = RoleRequest(role="developer", loop=1, attempt=1, prompt="", workdir=Path("."), access="write",
+                          home=Path("HOME"))
+    logins = [(source, copy) for source, copy in adapter.logins(request) if source.exists()]
+    if not logins:
+        return "none needed" if adapter.executable is None else "none found (the CLI's own defaults)"
+    files = ", ".join(f"{source} → {copy}" for source, copy in logins)
+    return (f"login file copied into the role's home ({files}): the CLI can read it; every file of its home is "
+            "scrubbed of the login's tokens after each attempt")
+
+
 def layers(adapter, jail_works: bool) -> dict[str, list[str]]:
     """For each role, the layers that stop it writing where it may not, outermost last."""
     jail = "hoh's jail (bwrap)" if jail_works else "no jail here (sandbox.mode=off needed)"
@@ -31,13 +89,15 @@ def layers(adapter, jail_works: bool) -> dict[str, list[str]]:
             for role in ("planner", "developer", "qa")}
 
 
-def diagnose(name: str, check_sandbox: bool = True, jail_works: bool = True) -> dict[str, Any]:
-    adapter = registry.create(HarnessConfig(name=name))
+def diagnose(name: str, check_sandbox: bool = True, jail_works: bool = True,
+             config: HarnessConfig | None = None) -> dict[str, Any]:
+    adapter = registry.create(config.model_copy(update={"name": name}) if config else HarnessConfig(name=name))
     builtin = adapter.executable is None
     version = "built in" if builtin else adapter.installed_version()
     report = {"harness": name, "installed": version is not None, "version": version,
               "tested_version": adapter.tested_version, "usable": True, "problem": None,
-              "install": adapter.install_hint, "sandbox": None, "roles": layers(adapter, jail_works)}
+              "install": adapter.install_hint, "sandbox": None, "credential": credential(adapter),
+              "roles": layers(adapter, jail_works)}
     try:
         adapter.check_available()
     except HarnessUnavailable as err:
@@ -48,16 +108,40 @@ def diagnose(name: str, check_sandbox: bool = True, jail_works: bool = True) -> 
     return report
 
 
-def render(console: Console, jail: dict[str, Any], reports: list[dict[str, Any]]) -> None:
+def render(console: Console, jail: dict[str, Any], reports: list[dict[str, Any]],
+           roles: dict[str, Any] | None = None) -> None:
     console.print(f"OS jail: {jail['status']}" + (f" — {jail['fix']}" if jail["fix"] else ""), soft_wrap=True)
+    if roles:
+        for role, facts in roles.items():
+            fs = facts["filesystem"]
+            console.print(f"\n{role}:", highlight=False)
+            for label, text in (("capabilities", facts["capabilities"]), ("writes", "; ".join(fs["writes"])),
+                                ("reads", "; ".join(fs["reads"])),
+                                ("and", "read-only " + ", ".join(fs["system_read_only"]) + "; " + fs["private"]),
+                                ("network", facts["network"]),
+                                ("limits", " · ".join(f"{k} {v}" for k, v in facts["limits"].items()))):
+                console.print(f"  {label:<12} {text}", soft_wrap=True, highlight=False)
     table = Table(show_edge=False)
     for col in ("harness", "installed", "tested", "status", "sandbox"):
         table.add_column(col, overflow="fold")
     for r in reports:
         status = "ok" if r["usable"] else (r["problem"] or "unusable").split(": ", 1)[-1]
         table.add_row(r["harness"], r["version"] or "no", r["tested_version"] or "-", status, r["sandbox"] or "")
+    console.print()
     console.print(table)
+    console.print("\ncredentials, per harness:")
+    for r in reports:
+        console.print(f"  {r['harness']}: {r['credential']}", soft_wrap=True, highlight=False)
     console.print("\nwho enforces what, per role (the harness's own layer; then hoh's jail and guard for all):")
     for r in reports:
         own = " · ".join(f"{role}: {chain[0]}" for role, chain in r["roles"].items())
         console.print(f"  {r['harness']}: {own}", soft_wrap=True, highlight=False)
+
+
+def settings(workspace: Path | None) -> HohConfig:
+    """The settings doctor reports on: a workspace's hoh.yaml, else the defaults."""
+    if workspace is None:
+        return HohConfig()
+    from ..config import load_config
+    from ..paths import WorkspacePaths
+    return load_config(WorkspacePaths(Path(os.path.abspath(workspace))).config)

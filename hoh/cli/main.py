@@ -201,21 +201,27 @@ def report(
 @app.command(cls=UsageCommand)
 def doctor(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Check one harness; exit 1 if it is unusable."),
+    workspace: Optional[Path] = typer.Option(None, "--workspace", "-w", help="Report on this workspace's settings "
+                                                                              "(default: hoh's defaults)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """The OS jail; which harness CLIs are installed, their versions and sandboxes; who enforces what per role."""
+    """The OS jail; per role its capabilities, filesystem view, network, limits; which harness CLIs are installed,
+    their versions, sandboxes and credential paths; who enforces what per role."""
     from ..harness import registry
-    from .doctor import diagnose, jail_report, render
+    from .doctor import diagnose, jail_report, render, roles_report, settings
 
     names = [harness] if harness else registry.names()
     if harness:
         registry.check_name(harness)
+    config = settings(workspace)
     jail = jail_report()
-    reports = [diagnose(name, jail_works=jail["works"]) for name in names]
+    roles = roles_report(config)
+    reports = [diagnose(name, jail_works=jail["works"],
+                        config=config.harness if name == config.harness.name else None) for name in names]
     if as_json:
-        print(json.dumps({"jail": jail, "harnesses": reports}, indent=2))
+        print(json.dumps({"jail": jail, "roles": roles, "harnesses": reports}, indent=2))
     else:
-        render(out(), jail, reports)
+        render(out(), jail, reports, roles)
     if harness and not reports[0]["usable"]:
         _error(reports[0]["problem"])
         raise typer.Exit(1)

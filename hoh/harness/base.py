@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -22,9 +23,17 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
 from ..fsutil import atomic_write_json
-from .jail import JailSpec, bwrap_argv
+from .jail import JAIL_SETUP_RETRIES, JailSpec, bwrap_argv, setup_failed
+from .limits import AttemptLimits, Limits
+from .network import attempt_egress, proxy_env, shim_argv
 from .process import ProcessResult, call, run_process
 from .quota import QUOTA_REGEX
+from .secrets import copy_credentials, login_secrets, redact, redact_files, scrub_tree
+from .usage import Usage
+
+__all__ = ["Usage", "copy_credentials", "redact", "redact_files"]  # re-exported for the adapters
+
+HOH_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 class Outcome(str, Enum):
@@ -41,11 +50,13 @@ class Outcome(str, Enum):
     crashed = "crashed"
     quota_exhausted = "quota_exhausted"
     """A subscription's usage limit ("You've hit your limit · resets 1pm"): the run waits for the reset."""
+    jail_error = "jail_error"
+    """The OS jail could not be set up (bwrap failed before the CLI started): the machine's doing, not the agent's."""
 
     @property
     def transient(self) -> bool:
         """Worth retrying with backoff before spending a role attempt."""
-        return self in (Outcome.rate_limited, Outcome.network_error)
+        return self in (Outcome.rate_limited, Outcome.network_error, Outcome.jail_error)
 
 
 ErrorPattern = tuple["re.Pattern[str]", Outcome]
@@ -99,49 +110,13 @@ class RoleRequest:
     """Facts the prompt also states (candidate id, evidence dir); fakes read them directly."""
     jail: JailSpec | None = None
     """Run inside this OS jail (None: no jail, `sandbox.mode: off`)."""
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens and cost of one or more harness runs: the one shape used in the journal, status and reports."""
-
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float | None = None
-    """None when no run reported or priced a cost: unknown, never 0."""
-
-    def __add__(self, other: "Usage") -> "Usage":
-        # An unknown cost adds nothing; the sum stays unknown only while every part is.
-        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
-        return Usage(self.input_tokens + other.input_tokens, self.cached_input_tokens + other.cached_input_tokens,
-                     self.output_tokens + other.output_tokens, self.reasoning_tokens + other.reasoning_tokens, cost)
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def to_json(self) -> dict[str, Any]:
-        return {"input_tokens": self.input_tokens, "cached_input_tokens": self.cached_input_tokens,
-                "output_tokens": self.output_tokens, "reasoning_tokens": self.reasoning_tokens,
-                "cost_usd": self.cost_usd}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Usage":
-        """Read a recorded usage; missing or null counts are 0, a missing cost is unknown."""
-        data = data or {}
-        cost = data.get("cost_usd")
-        return cls(int(data.get("input_tokens") or 0), int(data.get("cached_input_tokens") or 0),
-                   int(data.get("output_tokens") or 0), int(data.get("reasoning_tokens") or 0),
-                   float(cost) if cost is not None else None)
-
-    @classmethod
-    def sum(cls, items: Iterable["Usage"]) -> "Usage":
-        total = cls()
-        for item in items:
-            total = total + item
-        return total
+    endpoint: str | None = None
+    """The model base URL as the CLI must use it: hoh's egress proxy in front of `base_url` (set for the
+    attempt by `run`); None: `base_url` itself."""
+    proxy_url: str | None = None
+    """hoh's egress proxy for every other host (HTTPS_PROXY), inside the jail; None: no proxy."""
+    limits: Limits = field(default_factory=Limits)
+    """Processes and memory of the attempt together (`sandbox.limits`)."""
 
 
 @dataclass
@@ -196,6 +171,8 @@ class HarnessAdapter(ABC):
     error_patterns: ClassVar[tuple[ErrorPattern, ...]] = ()
     """This CLI's error messages that name a usage limit, a rate limit, an auth or a network failure (see
     `outcome_of`)."""
+    login_hosts: ClassVar[tuple[str, ...]] = ()
+    """The vendor's hosts the CLI reaches with its own login (no `base_url`), through hoh's egress."""
 
     def __init__(self, config: HarnessConfig):
         self.config = config
@@ -268,15 +245,43 @@ class HarnessAdapter(ABC):
         """A one-line verdict on the CLI's own sandbox on this machine (for `hoh doctor`)."""
         return "none: the harness has no sandbox; hoh's fingerprint guard still reverts forbidden writes"
 
-    # ---- secrets -----------------------------------------------------------------------------
-    def secrets(self) -> list[str]:
-        """Values that must never reach a file: the API key named by `api_key_env`."""
-        value = os.environ.get(self.config.api_key_env or "", "")
-        return [value] if len(value) >= 4 else []
+    # ---- endpoint and secrets ------------------------------------------------------------------
+    def base_url(self, request: RoleRequest) -> str | None:
+        """The model endpoint as the CLI must use it: hoh's proxy for this attempt, else `base_url`."""
+        return request.endpoint or self.config.base_url
 
-    def forward_api_key(self, env: dict[str, str]) -> None:
-        if self.config.api_key_env and self.config.api_key_env in os.environ:
-            env[self.config.api_key_env] = os.environ[self.config.api_key_env]
+    def api_key(self) -> str | None:
+        """The real key named by `api_key_env`; only hoh's egress proxy ever sends it."""
+        return os.environ.get(self.config.api_key_env or "") or None
+
+    def forward_api_key(self, env: dict[str, str], request: RoleRequest, name: str | None = None) -> None:
+        """Give the CLI its key variable: the proxy's placeholder when hoh's proxy stands in front of the
+        endpoint (the real key never enters the role), else the key itself."""
+        from .egress import PLACEHOLDER_KEY
+        name = name or self.config.api_key_env
+        if not name or not self.config.api_key_env:
+            return
+        if request.endpoint:
+            env[name] = PLACEHOLDER_KEY
+        elif self.config.api_key_env in os.environ:
+            env[name] = os.environ[self.config.api_key_env]
+
+    def logins(self, request: RoleRequest) -> list[tuple[Path, Path]]:
+        """(the user's login file, its copy in the role's home) for a CLI that uses its own login."""
+        return []
+
+    def secrets(self, request: RoleRequest | None = None) -> list[str]:
+        """Values that must never reach a file: the API key named by `api_key_env`, and the tokens of the
+        user's login files this CLI is given."""
+        value = os.environ.get(self.config.api_key_env or "", "")
+        found = [value] if len(value) >= 4 else []
+        for source, _copy in (self.logins(request) if request is not None else []):
+            found += login_secrets(source)
+        return found
+
+    def jail_paths(self, request: RoleRequest) -> list[Path]:
+        """What this CLI must read in the jail beyond its home, the machine's programs and hoh's package."""
+        return []
 
     @abstractmethod
     def build_argv(self, request: RoleRequest) -> list[str]:
@@ -325,20 +330,44 @@ class HarnessAdapter(ABC):
 
     def run(self, request: RoleRequest, attempt_dir: Path,
             on_spawn: Callable[[int], None] | None = None) -> HarnessResult:
-        self.prepare(request)
+        with attempt_egress(self, request, attempt_dir) as request:
+            return self._run(request, attempt_dir, on_spawn)
+
+    def _argv_env(self, request: RoleRequest) -> tuple[list[str], dict[str, str]]:
         argv, env = self.build_argv(request), self.env(request)
-        if request.jail is not None:
-            argv = bwrap_argv(request.jail, argv, self.cwd(request))
+        if request.proxy_url:
+            env.update(proxy_env(request.proxy_url))
+        jail = request.jail
+        if jail is not None:
+            jail = dataclasses.replace(jail, read_only=(*jail.read_only, HOH_PACKAGE, *self.jail_paths(request)))
+            argv = bwrap_argv(jail, shim_argv(argv) if jail.egress_socket else argv, self.cwd(request), program=argv[0])
+        return argv, env
+
+    def _run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None) -> HarnessResult:
+        self.prepare(request)
+        argv, env = self._argv_env(request)
         atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(self.cwd(request)),
                                                          "env_names": sorted(env)})
-        proc = run_process(
-            argv, cwd=self.cwd(request), env=env, stdin=self.stdin(request),
-            stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
-            wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
-            max_output=request.max_output_bytes,
-        )
-        secrets = self.secrets()
+        for setup_try in range(JAIL_SETUP_RETRIES + 1):
+            limits = AttemptLimits(request.limits)
+            try:
+                proc = run_process(
+                    argv, cwd=self.cwd(request), env=env, stdin=self.stdin(request),
+                    stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
+                    wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
+                    max_output=request.max_output_bytes, preexec=limits.preexec(),
+                )
+            finally:
+                limits.close()
+            jail_failure = request.jail is not None and setup_failed(
+                proc.exit_code, proc.stdout_path.stat().st_size, proc.stderr_excerpt)
+            if not jail_failure:
+                break
+            time.sleep(0.5 * (setup_try + 1))  # another program's mount vanishing mid-setup passes
+        secrets = self.secrets(request)
         redact_files([proc.stdout_path, proc.stderr_path], secrets)
+        if request.home is not None:
+            scrub_tree(request.home, secrets, keep=[copy for _source, copy in self.logins(request)])
         proc = dataclasses.replace(proc, stderr_excerpt=redact(proc.stderr_excerpt, secrets))
         with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
             try:
@@ -346,7 +375,10 @@ class HarnessAdapter(ABC):
             except Exception as err:  # noqa: BLE001 - an agent controls this stream; hoh must survive any of it
                 parsed = ParsedRun(error=f"unreadable event stream ({type(err).__name__})",
                                    error_outcome=Outcome.crashed)
-        outcome, error = self.classify(proc, parsed)
+        if jail_failure:
+            outcome, error = Outcome.jail_error, f"the OS jail could not be set up ({jail_failure})"
+        else:
+            outcome, error = self.classify(proc, parsed)
         error = redact(error, secrets) if error else error
         from .pricing import cost_usage
         usage, source = cost_usage(parsed.usage, self.config, self.reported_cost_counts())
@@ -363,33 +395,3 @@ def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(event, dict):
             yield event
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "<redacted>")
-    return text
-
-
-def copy_credentials(source: Path, dest: Path) -> None:
-    """Copy the user's login for a harness into its isolated home, readable by the owner only."""
-    if source.exists() and not dest.exists():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(source.read_bytes())
-
-
-def redact_files(paths: list[Path], secrets: list[str]) -> None:
-    """Replace secret values in saved logs, in place."""
-    if not secrets:
-        return
-    for path in paths:
-        data = path.read_bytes()
-        cleaned = data
-        for secret in secrets:
-            cleaned = cleaned.replace(secret.encode(), b"<redacted>")
-        if cleaned != data:
-            path.write_bytes(cleaned)
-
-

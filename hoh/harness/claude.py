@@ -44,6 +44,7 @@ class ClaudeAdapter(HarnessAdapter):
     npm_package = "@anthropic-ai/claude-code"
     tested_version = "2.1.332"
     supports_resume = True
+    login_hosts = ("api.anthropic.com", "console.anthropic.com", "claude.ai")
     own_layer = {"planner": "plan mode, read tools only",
                  "developer": "acceptEdits, Bash in its own sandbox (weaker nested mode inside hoh's jail)",
                  "qa": "acceptEdits in the evidence dir, Bash in its own sandbox (weaker nested mode)"}
@@ -104,19 +105,23 @@ class ClaudeAdapter(HarnessAdapter):
         env.update(OFFLINE, CLAUDE_CONFIG_DIR=str(self.config_dir(request)), CLAUDE_CODE_TMPDIR=str(home / "tmp"),
                    # One retry of its own; hoh types the failure and applies its transient policy.
                    CLAUDE_CODE_MAX_RETRIES="1", API_TIMEOUT_MS=str(api_timeout_ms(request.idle_timeout)))
-        if self.config.base_url:
-            env["ANTHROPIC_BASE_URL"] = anthropic_base_url(self.config.base_url)
-        if self.config.api_key_env and self.config.api_key_env in os.environ:
-            env["ANTHROPIC_API_KEY"] = os.environ[self.config.api_key_env]
+        if base_url := self.base_url(request):
+            env["ANTHROPIC_BASE_URL"] = anthropic_base_url(base_url)
+        self.forward_api_key(env, request, name="ANTHROPIC_API_KEY")
         return env
 
     def prepare(self, request: RoleRequest) -> None:
         home = request.home or Path.home()
         self.config_dir(request).mkdir(parents=True, exist_ok=True)
         (home / "tmp").mkdir(parents=True, exist_ok=True)
-        if not self.config.base_url and not self.config.api_key_env:
-            user_dir = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
-            copy_credentials(user_dir / ".credentials.json", self.config_dir(request) / ".credentials.json")
+        for source, copy in self.logins(request):
+            copy_credentials(source, copy)
+
+    def logins(self, request: RoleRequest) -> list[tuple[Path, Path]]:
+        if self.config.base_url or self.config.api_key_env:
+            return []
+        user_dir = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+        return [(user_dir / ".credentials.json", self.config_dir(request) / ".credentials.json")]
 
     def run(self, request: RoleRequest, attempt_dir: Path,
             on_spawn: Callable[[int], None] | None = None) -> HarnessResult:

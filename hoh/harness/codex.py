@@ -26,9 +26,10 @@ class CodexAdapter(HarnessAdapter):
     npm_package = "@openai/codex"
     tested_version = "0.171.0"
     supports_resume = True
-    own_layer = {"planner": "codex sandbox read-only (nests inside hoh's jail)",
-                 "developer": "codex sandbox workspace-write on the project",
-                 "qa": "codex sandbox workspace-write on the evidence dir only"}
+    login_hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
+    own_layer = {"planner": "codex sandbox read-only without hoh's jail; in it, the jail is codex's sandbox",
+                 "developer": "codex sandbox workspace-write on the project without hoh's jail; in it, the jail",
+                 "qa": "codex sandbox workspace-write on the evidence dir without hoh's jail; in it, the jail"}
     # What codex prints once its own retries are spent (HARNESSES.md §2.6); it gives no status field.
     error_patterns = compile_patterns(
         QUOTA_PATTERN,
@@ -47,6 +48,12 @@ class CodexAdapter(HarnessAdapter):
         return request.workdir
 
     def sandbox_mode(self, request: RoleRequest) -> str:
+        # Codex's bubblewrap needs a user namespace of its own, which a capability-less jail cannot map
+        # ("setting up uid map: Operation not permitted"): every command would fail while the turn still
+        # ends ok. Inside hoh's jail, which confines the role's writes the same way, the jail is the sandbox
+        # (as Harbor runs codex in a container).
+        if request.jail is not None:
+            return "danger-full-access"
         return "workspace-write" if request.access == "write" or request.writable else "read-only"
 
     def build_argv(self, request: RoleRequest) -> list[str]:
@@ -56,7 +63,7 @@ class CodexAdapter(HarnessAdapter):
         if self.config.base_url:
             prefix = f"model_providers.{PROVIDER}"
             options += ["-c", f"model_provider={PROVIDER}", "-c", f"{prefix}.name={PROVIDER}",
-                        "-c", f"{prefix}.base_url={self.config.base_url}", "-c", f"{prefix}.wire_api=responses"]
+                        "-c", f"{prefix}.base_url={self.base_url(request)}", "-c", f"{prefix}.wire_api=responses"]
             if self.config.api_key_env:
                 options += ["-c", f"{prefix}.env_key={self.config.api_key_env}"]
             # hoh retries transient failures itself, with the journal recording each one.
@@ -71,15 +78,20 @@ class CodexAdapter(HarnessAdapter):
         home = Path(env["HOME"])
         env["CODEX_HOME"] = str(home / ".codex")
         env["TMPDIR"] = str(home / "tmp")
-        self.forward_api_key(env)
+        self.forward_api_key(env, request)
         return env
 
     def prepare(self, request: RoleRequest) -> None:
         home = request.home or Path.home()
         (home / ".codex").mkdir(parents=True, exist_ok=True)
         (home / "tmp").mkdir(parents=True, exist_ok=True)
-        if not self.config.base_url:
-            copy_credentials(Path.home() / ".codex" / "auth.json", home / ".codex" / "auth.json")
+        for source, copy in self.logins(request):
+            copy_credentials(source, copy)
+
+    def logins(self, request: RoleRequest) -> list[tuple[Path, Path]]:
+        if self.config.base_url:
+            return []
+        return [(Path.home() / ".codex" / "auth.json", (request.home or Path.home()) / ".codex" / "auth.json")]
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()

@@ -1,12 +1,18 @@
 """The OS jail around every role attempt: bubblewrap (`bwrap`, the Debian package `bubblewrap`).
 
-A jailed role sees the machine read-only, except exactly what it may write — the Developer the
-project, QA its evidence dir, every role its own harness home — plus a private /tmp. It runs in
-new PID, IPC and UTS namespaces with no capabilities: it cannot see or signal hoh (so it cannot
-read hoh's environment through /proc either), and everything it starts, `setsid` and double
-forks included, dies when the attempt ends (`--die-with-parent`; the namespace's init goes).
-Its environment is only what the adapter gives it; the network is shared (the model endpoint)
-unless `sandbox.network: none`. Other roles' homes are hidden behind empty directories.
+A jailed role cannot undo its jail, as root too:
+- **no capabilities** (`--cap-drop ALL`, and bwrap sets no-new-privileges), so it cannot remount,
+  unmount or mount anything, load modules or change the machine;
+- **a root filesystem built from an allowlist**, never the whole machine: the system's programs
+  (`/usr`, `/etc`, the PATH directories, hoh's Python, the CLI and the node_modules it runs from),
+  read-only; exactly what the role may write, read-write; its frozen inputs of `state/`, read-only;
+  nothing else — no host sockets (Docker's included), no other programs' mounts, no other role's
+  home, no journal. The jail's own root, `/dev` and the kernel knobs (`/sys`, `/proc/sys`, …) are
+  read-only; its private `/tmp` and `/dev/shm` are tmpfs of a bounded size;
+- **its own PID, IPC, UTS and network namespaces**: it cannot see or signal hoh, everything it
+  starts dies with the attempt (`--die-with-parent`), and its only way out of the network
+  namespace is hoh's egress (`egress.py`): a unix socket bound in at `INSIDE_SOCKET` and a
+  forwarder on the jail's own loopback, started by `egress_shim.py` before the CLI.
 
 hoh's guard still checks every protected area after the attempt: the jail blocks, the guard
 proves. With `sandbox.mode: off` the guard is all that is left.
@@ -14,62 +20,114 @@ proves. With `sandbox.mode: off` the guard is all that is left.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
+from enum import Enum
 from functools import cache
 from pathlib import Path
 
 from ..errors import UsageError
 from .process import call
 
-PRIVATE_TMP = Path("/tmp")
+SYSTEM_DIRS = (Path("/usr"), Path("/etc"), Path("/opt"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"),
+               Path("/lib64"), Path("/libx32"))
+"""The machine's programs and their configuration (on a merged-/usr system the /bin-like ones are links)."""
+KERNEL_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+"""Writable by a global uid 0 in a fresh /proc even without capabilities: bound read-only over it."""
+SHM_BYTES = 64 * 2**20
+JAIL_SETUP_RETRIES = 2
+"""A bwrap that fails before the program starts (a mount that vanished mid-setup) is run again this often."""
+
+
+class Network(str, Enum):
+    """How a jailed role reaches the network (`sandbox.network`)."""
+
+    egress = "egress"
+    """Its own network namespace; out only through hoh's egress proxy (the model endpoint, plus the hosts
+    `sandbox.allow_hosts` gives that role), every connection logged."""
+    none = "none"
+    """Its own network namespace and no way out at all (a harness whose model runs in-process)."""
+    shared = "shared"
+    """The machine's network: everything on loopback and every abstract socket is reachable (opt-out)."""
 
 
 @dataclass(frozen=True)
 class JailSpec:
-    """What one role attempt may touch; everything else is read-only or hidden."""
+    """What one role attempt may touch; nothing else of the machine exists inside."""
 
     writable: tuple[Path, ...] = ()
     """Bound read-write (the project for the Developer, the evidence dir for QA, the role's home)."""
     read_only: tuple[Path, ...] = ()
-    """Read-only again inside a writable one (a workspace inside the project)."""
+    """Bound read-only: the role's frozen inputs, the project or candidate it reads, extra tool dirs."""
     hidden: tuple[Path, ...] = ()
-    """Replaced by an empty directory (other roles' harness homes)."""
-    visible: tuple[Path, ...] = field(default_factory=tuple)
-    """Paths under /tmp the role must still see read-only (the private /tmp covers the host's)."""
-    network: bool = True
+    """Empty directories over these, inside something bound (a workspace inside the project)."""
+    network: Network = Network.egress
+    allow_hosts: tuple[str, ...] = ()
+    """Hosts the egress lets this role reach besides its model endpoint."""
+    tmp_bytes: int = 1024 * 2**20
+    """Size of the private /tmp."""
+    egress_socket: Path | None = None
+    """hoh's egress proxy socket, bound in at `INSIDE_SOCKET` (set by the adapter when it starts the proxy)."""
 
 
-def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path) -> list[str]:
-    """The bwrap command line that runs `argv` in `cwd` under `spec`. Pure."""
-    args = [bwrap_path(), "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", str(PRIVATE_TMP)]
-    if not spec.network:
+def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None = None) -> list[str]:
+    """The bwrap command line that runs `argv` in `cwd` under `spec`; `program` (default argv[0]) is the CLI
+    whose install must be visible (argv may start with the egress forwarder). Pure but for reading which of
+    the system's directories exist and where PATH's entries lead."""
+    args = [bwrap_path(), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--unshare-pid",
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if spec.network is not Network.shared:
         args.append("--unshare-net")
-    needed = {*spec.visible, *spec.writable, *spec.read_only, cwd, Path(sys.prefix), Path(sys.base_prefix),
-              *_program_dirs(argv[0])}
-    shown: list[Path] = []
-    for path in sorted(p for p in needed if p.is_relative_to(PRIVATE_TMP) and p != PRIVATE_TMP):
-        if path.exists() and not any(path.is_relative_to(s) for s in shown):
-            shown.append(path)
-            args += ["--ro-bind", str(path), str(path)]
-    # Outer paths first: a read-only workspace inside a writable project, and QA's writable evidence dir
-    # inside that workspace, each win over the mount around them.
-    binds = [(path, "--bind") for path in spec.writable] + [(path, "--ro-bind") for path in spec.read_only]
-    for path, how in sorted(binds, key=lambda b: len(b[0].parts)):
-        if path.exists():
-            args += [how, str(path), str(path)]
-    for path in spec.hidden:
-        if path.exists():
-            args += ["--tmpfs", str(path)]
-    return [*args, "--chdir", str(cwd), "--", *argv]
+    for path in SYSTEM_DIRS:
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+    args += ["--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--proc", "/proc", *[a for knob in KERNEL_KNOBS if os.path.exists(knob) for a in ("--ro-bind", knob, knob)],
+             "--ro-bind", "/sys", "/sys", "--size", str(spec.tmp_bytes), "--tmpfs", "/tmp"]
+    args += _mounts(spec, program or argv[0], cwd)
+    if spec.egress_socket is not None:
+        from .egress import INSIDE_SOCKET
+        args += ["--ro-bind", str(spec.egress_socket), str(INSIDE_SOCKET)]
+    # The jail's own root last: nothing can be created at its top level once every mount point exists.
+    return [*args, "--remount-ro", "/", "--chdir", str(cwd), "--", *argv]
+
+
+def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:
+    """Every bind of the allowlist, outer paths first so a deeper one wins (QA's writable evidence dir
+    inside a read-only area, a hidden workspace inside the project); a read-only path already shown by
+    a read-only parent is left out."""
+    system = [p for p in SYSTEM_DIRS if p.is_dir() and not p.is_symlink()]
+    tools = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), *_path_dirs(), *_program_dirs(program)]
+    writable = {p.resolve() for p in spec.writable if p.exists()}
+    read_only = {p.resolve() for p in (*system, *tools, *spec.read_only, cwd) if p.exists()} - writable
+    mounts = [(p, "--ro-bind") for p in read_only] + [(p, "--bind") for p in writable]
+    mounts += [(p.resolve(), "--tmpfs") for p in spec.hidden if p.exists()]
+    # A path stays under /tmp when it is deeper than the private /tmp mounted before it.
+    mounts.sort(key=lambda m: (len(m[0].parts), m[1] != "--tmpfs", str(m[0])))
+    args: list[str] = []
+    shown: list[tuple[Path, str]] = []
+    for path, how in mounts:
+        inner = next((h for p, h in reversed(shown) if path.is_relative_to(p)), None)
+        if how == "--ro-bind" and inner == "--ro-bind":
+            continue
+        shown.append((path, how))
+        args += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
+    return args
+
+
+def _path_dirs() -> list[Path]:
+    """The PATH directories: the tools a CLI runs for its role (git, python, node, compilers). A version
+    manager's `shims` dir (pyenv, rbenv, asdf) runs the manager from the dir above it, so that one is shown."""
+    dirs = [Path(d) for d in os.environ.get("PATH", "").split(os.pathsep) if d and os.path.isabs(d) and os.path.isdir(d)]
+    return [d.parent if d.name == "shims" else d for d in dirs]
 
 
 def _program_dirs(program: str) -> list[Path]:
     """Where the program lives, as found on PATH and with its links resolved, and the node_modules it
-    runs from: a CLI installed under /tmp (a checkout's .hoh-tools) must stay visible in the jail."""
+    runs from: a CLI installed in a checkout (.hoh-tools) must be visible in the jail."""
     found = program if "/" in program else shutil.which(program)
     if not found:
         return []
@@ -83,20 +141,41 @@ def bwrap_path() -> str:
     return shutil.which("bwrap") or "bwrap"
 
 
+def setup_failed(exit_code: int | None, stdout_bytes: int, stderr: str) -> str | None:
+    """bwrap's own message when it failed before the program started (not the program's failure)."""
+    first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
+    if exit_code == 1 and stdout_bytes == 0 and first.startswith("bwrap: "):
+        return first
+    return None
+
+
 @cache
 def probe() -> str | None:
-    """None when bwrap can build a jail here; else what stops it, in one line."""
+    """None when bwrap can build hoh's jail here; else what stops it, in one line. A failure that goes
+    away when tried again (another program's mount vanishing mid-setup) is not a verdict."""
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed"
-    try:
-        result = call([bwrap_path(), "--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev",
-                       "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"], timeout=30)
-    except OSError as err:
-        return f"bwrap does not run ({err})"
-    if result.ok:
-        return None
+    argv = bwrap_argv(JailSpec(network=Network.none), ["true"], Path("/"))
+    for attempt in range(JAIL_SETUP_RETRIES + 1):
+        try:
+            result = call(argv, timeout=30)
+        except OSError as err:
+            return f"bwrap does not run ({err})"
+        if result.ok:
+            return None
+        time.sleep(0.2 * (attempt + 1))
     detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit code {result.exit_code}"
-    return f"bwrap cannot create namespaces here ({detail}); inside a container, namespaces are usually not allowed"
+    return f"bwrap cannot build the jail here ({detail}); inside a container, namespaces are usually not allowed"
+
+
+def identity() -> dict[str, str] | None:
+    """What a process inside hoh's jail is (uid, capabilities, no-new-privileges, seccomp), read from its own
+    /proc/self/status; None when no jail can be built here."""
+    if probe() is not None:
+        return None
+    result = call(bwrap_argv(JailSpec(network=Network.none), ["cat", "/proc/self/status"], Path("/")), timeout=30)
+    fields = dict(line.split(":", 1) for line in result.stdout.decode(errors="replace").splitlines() if ":" in line)
+    return {key: " ".join(fields.get(key, "?").split()) for key in ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")}
 
 
 def require_jail() -> None:

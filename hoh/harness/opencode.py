@@ -69,7 +69,7 @@ class OpenCodeAdapter(HarnessAdapter):
                                   "share": "disabled", "permission": PERMISSIONS[self.permission_profile(request)]}
         if self.config.base_url:
             model = self.config.model or "default"
-            options = {"baseURL": self.config.base_url}
+            options = {"baseURL": self.base_url(request)}
             if self.config.api_key_env:
                 options["apiKey"] = "{env:" + self.config.api_key_env + "}"
             entry: dict[str, Any] = {"name": model, "tool_call": True}
@@ -95,14 +95,19 @@ class OpenCodeAdapter(HarnessAdapter):
         env.update(XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
                    XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".local/state"),
                    OPENCODE_CONFIG=str(self.config_path(request)), OPENCODE_DISABLE_MODELS_FETCH="1")
-        self.forward_api_key(env)
+        self.forward_api_key(env, request)
         return env
 
     def prepare(self, request: RoleRequest) -> None:
         atomic_write_json(self.config_path(request), self.opencode_config(request))
+        for source, copy in self.logins(request):
+            copy_credentials(source, copy)
+
+    def logins(self, request: RoleRequest) -> list[tuple[Path, Path]]:
+        if self.config.base_url:
+            return []
         home = request.home or Path.home()
-        if not self.config.base_url:
-            copy_credentials(Path.home() / ".local/share/opencode/auth.json", home / ".local/share/opencode/auth.json")
+        return [(Path.home() / ".local/share/opencode/auth.json", home / ".local/share/opencode/auth.json")]
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()

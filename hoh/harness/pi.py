@@ -63,7 +63,7 @@ class PiAdapter(HarnessAdapter):
     def env(self, request: RoleRequest) -> dict[str, str]:
         env = super().env(request)
         env["PI_CODING_AGENT_DIR"] = str(self.agent_dir(request))
-        self.forward_api_key(env)
+        self.forward_api_key(env, request)
         return env
 
     def prepare(self, request: RoleRequest) -> None:
@@ -75,7 +75,7 @@ class PiAdapter(HarnessAdapter):
             if price := self.config.price:
                 entry["cost"] = {"input": price.input, "output": price.output, "cacheWrite": 0,
                                  "cacheRead": price.cache_read if price.cache_read is not None else price.input}
-            provider = {"baseUrl": self.config.base_url, "api": "openai-completions",
+            provider = {"baseUrl": self.base_url(request), "api": "openai-completions",
                         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
                         "models": [entry]}
             if self.config.api_key_env:
@@ -84,8 +84,13 @@ class PiAdapter(HarnessAdapter):
         # hoh retries transient failures itself; Pi's own retries stay short so the journal sees them.
         atomic_write_json(agent / "settings.json",
                           {"retry": {"enabled": True, "maxRetries": 1, "baseDelayMs": 500, "provider": {"maxRetries": 1}}})
-        if not self.config.base_url:
-            copy_credentials(Path.home() / ".pi" / "agent" / "auth.json", agent / "auth.json")
+        for source, copy in self.logins(request):
+            copy_credentials(source, copy)
+
+    def logins(self, request: RoleRequest) -> list[tuple[Path, Path]]:
+        if self.config.base_url:
+            return []
+        return [(Path.home() / ".pi" / "agent" / "auth.json", self.agent_dir(request) / "auth.json")]
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         parsed = ParsedRun()

@@ -109,17 +109,19 @@ def run_process(
     idle_timeout: float,
     on_spawn: Callable[[int], None] | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
+    preexec: Callable[[], None] | None = None,
 ) -> ProcessResult:
     """Run argv in its own process group; never a shell string, never an open stdin.
 
     `on_spawn(pid)` is called once the process exists, so a caller can record it and reap the
-    group after its own crash (see `reap`).
+    group after its own crash (see `reap`). `preexec` runs in the child before it execs (an attempt's
+    cgroups and rlimits, `limits.py`).
     """
     start = time.monotonic()
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, start_new_session=True,
+            argv, cwd=cwd, env=env, start_new_session=True, preexec_fn=preexec,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )

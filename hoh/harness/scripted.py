@@ -19,6 +19,9 @@ class ScriptedAdapter(HarnessAdapter):
         script = Path(self.config.script or "script.yaml")
         return script if script.is_absolute() else Path(request.context["workspace"]) / script
 
+    def jail_paths(self, request: RoleRequest) -> list[Path]:
+        return [self.script_path(request)]
+
     def build_argv(self, request: RoleRequest) -> list[str]:
         return [sys.executable, "-m", "hoh.testing.scripted_agent", "--script", str(self.script_path(request)),
                 "--role", request.role, "--loop", str(request.loop), "--attempt", str(request.attempt),

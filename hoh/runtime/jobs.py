@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
-from ..harness.jail import JailSpec
+from ..harness.jail import JailSpec, Network
+from ..harness.registries import registry_hosts
 from ..paths import WorkspacePaths
 from ..resources import schema
 from .git import History, ProjectMirror
@@ -22,6 +23,20 @@ from .journal import Journal
 from .roles import RoleJob
 from .seal import SealedState
 from .validate import Expectations
+
+
+ROLE_VIEWS = {
+    "planner": {"writes": ["its own harness home"],
+                "reads": ["the project (A_{t-1}, with its .git)", "spec.md", "state/INDEX.md", "state/ledger.json",
+                          "earlier loops' state/loops/NNNN/ without roles/ (no prompt or transcript of any role)"]},
+    "developer": {"writes": ["the project (with its .git)", "its own harness home"],
+                  "reads": ["spec.md", "its loop's plan.json"]},
+    "qa": {"writes": ["its evidence dir", "its own harness home"],
+           "reads": ["the frozen candidate (a plain copy: no .git, no history)", "spec.md", "its loop's plan.json "
+                     "and candidate.json"]},
+}
+"""What `_jail` shows each role of the workspace, in words (`hoh doctor`); besides it every role reads the
+machine's programs (`jail.SYSTEM_DIRS`, PATH, hoh's Python) and nothing else."""
 
 
 def _not_an_attempt_log(rel: str) -> bool:
@@ -67,17 +82,30 @@ class JobFactory:
             areas.append(FileArea("script.yaml", self.paths.script, [], cache=self.cache))
         return areas
 
-    def _jail(self, role: str, writable: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> JailSpec | None:
-        """What the OS jail lets this role write and see; None when `sandbox.mode` is off."""
-        if self.config.sandbox.mode == "off":
+    def _jail(self, role: str, inputs: list[Path], writable: tuple[Path, ...] = (),
+              read_only: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> JailSpec | None:
+        """What the OS jail shows this role: its frozen inputs and what it reads, read-only; what it may
+        write; nothing else of the workspace (the role's own home is added by the runner). None when
+        `sandbox.mode` is off."""
+        sandbox = self.config.sandbox
+        if sandbox.mode == "off":
             return None
-        own = self.home(role)
-        homes = self.paths.scratch / "homes"
-        others = tuple(d for d in homes.glob("*/*") if d.is_dir() and d != own) if homes.exists() else ()
         root, project = self.paths.root, self.paths.project
-        return JailSpec(writable=writable, read_only=(root,) if root.is_relative_to(project) else (),
-                        hidden=(*others, *hidden), visible=(root, project),
-                        network=self.config.sandbox.network == "shared")
+        hosts = getattr(sandbox.allow_hosts, role)
+        if hosts is None:
+            hosts = list(registry_hosts())
+        return JailSpec(writable=writable, read_only=(*inputs, *read_only, *map(Path, sandbox.read_only_paths)),
+                        hidden=((root,) if root.is_relative_to(project) else ()) + hidden,
+                        network=Network(sandbox.network), allow_hosts=tuple(hosts),
+                        tmp_bytes=sandbox.limits.tmp_mb * 2**20)
+
+    def _evidence_dirs(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """The earlier loops' state the index points the Planner to, without any role's prompt or transcript:
+        (state/loops read-only, each loop's roles/ hidden)."""
+        loops = self.paths.state / "loops"
+        if not loops.is_dir():
+            return (), ()
+        return (loops,), tuple(d / "roles" for d in sorted(loops.iterdir()) if (d / "roles").is_dir())
 
     def _project(self) -> WorkTreeArea:
         return WorkTreeArea("project", self.repo, self.paths.project, self.repo.index, self.ignore)
@@ -91,6 +119,7 @@ class JobFactory:
     def planner(self, loop: int, base_commit: str, ledger: Ledger) -> RoleJob:
         feedback = self.config.mechanisms.evidence_feedback
         inputs = [self.paths.spec]
+        evidence, transcripts = self._evidence_dirs() if feedback else ((), ())
         index_text = ""
         if feedback:
             inputs += [p for p in (self.paths.index, self.paths.ledger) if p.exists()]
@@ -106,7 +135,8 @@ class JobFactory:
             inputs=inputs,
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit)},
             protected=lambda adir: [*self._fixed_files(adir, base_commit, True), self._project()],
-            context=self._context(), mechanisms=self._mechanisms(), jail=self._jail("planner"),
+            context=self._context(), mechanisms=self._mechanisms(),
+            jail=self._jail("planner", inputs, read_only=(self.paths.project, *evidence), hidden=transcripts),
         )
 
     def developer(self, loop: int, base_commit: str, plan: dict[str, Any], plan_md: str) -> RoleJob:
@@ -120,7 +150,8 @@ class JobFactory:
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit),
                      "warm_start": str(self.config.mechanisms.warm_start).lower()},
             protected=lambda adir: self._fixed_files(adir, base_commit, False),
-            context=self._context(), mechanisms=self._mechanisms(), jail=self._jail("developer", (self.paths.project,)),
+            context=self._context(), mechanisms=self._mechanisms(),
+            jail=self._jail("developer", [self.paths.spec, lp.plan], writable=(self.paths.project,)),
         )
 
     def qa(self, loop: int, candidate: dict[str, Any], plan: dict[str, Any], plan_md: str, ledger: Ledger) -> RoleJob:
@@ -156,6 +187,7 @@ class JobFactory:
             protected=protected,
             context=self._context(candidate_id=candidate["candidate_id"], evidence_dir=lp.qa_evidence),
             mechanisms=self._mechanisms(),
-            # QA judges the frozen view alone: no handle on history, its evidence dir its only writable place.
-            jail=self._jail("qa", (lp.qa_evidence,), hidden=(self.paths.history, self.paths.project / ".git")),
+            # QA judges the frozen view alone: no project, no history, its evidence dir its only writable place.
+            jail=self._jail("qa", [self.paths.spec, lp.plan, lp.candidate], writable=(lp.qa_evidence,),
+                            read_only=(view,)),
         )

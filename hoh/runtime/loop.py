@@ -20,6 +20,7 @@ from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, load_state, sha256_file
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
+from ..harness.limits import Limits, sweep as sweep_cgroups
 from ..harness.process import reap
 from ..plans import load_plan, single_task_plan
 from . import events as ev
@@ -93,6 +94,11 @@ def check_sealed_state(ws: Workspace, history: RunHistory) -> None:
                          f"hoh status -w {ws.paths.root} --verify --repair")
 
 
+def role_limits(config) -> Limits:
+    limits = config.sandbox.limits
+    return Limits(limits.processes, limits.memory_mb * 2**20 if limits.memory_mb else None)
+
+
 def _load(path) -> dict[str, Any]:
     return load_state(path, ("schema_version", "loop"))
 
@@ -119,7 +125,7 @@ class Runtime:
                                   opened_at if opened_at is not None else time.time())
         self.runner = RoleRunner(self.paths, adapters, journal, policy=self.config.policy,
                                  timeouts=self.config.timeouts, notify=self.notify, gate=self.control.before_attempt,
-                                 stop_requested=self.control.stop_requested)
+                                 stop_requested=self.control.stop_requested, limits=role_limits(self.config))
         self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror,
                                home=self.runner.home)
 
@@ -145,6 +151,7 @@ class Runtime:
                 if reap(pid, ticks):
                     journal.append(ev.OrphanReaped(pid=pid))
             workspace.history.clear_stale_locks()
+            sweep_cgroups()
             check_sealed_state(workspace, history)
             runtime = cls(workspace, journal, adapters, notify, opened_at)
             try:

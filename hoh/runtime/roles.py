@@ -17,6 +17,7 @@ from ..errors import QuotaExhausted, RunEnded
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.base import HarnessAdapter, HarnessResult, Outcome, RoleRequest, Usage
 from ..harness.jail import JailSpec
+from ..harness.limits import Limits
 from ..harness.process import start_ticks
 from ..harness.quota import reset_time
 from ..paths import WorkspacePaths
@@ -73,7 +74,8 @@ class RoleRunner:
     def __init__(self, paths: WorkspacePaths, adapters: Mapping[str, HarnessAdapter], journal: Journal, *,
                  policy: PolicyConfig, timeouts: TimeoutsConfig, notify: Callable[..., None] = lambda *a, **k: None,
                  sleep: Callable[[float], None] = time.sleep, gate: Callable[[str], None] = lambda role: None,
-                 stop_requested: Callable[[], RunEnded | None] = lambda: None, clock: Callable[[], float] = time.time):
+                 stop_requested: Callable[[], RunEnded | None] = lambda: None, clock: Callable[[], float] = time.time,
+                 limits: Limits = Limits()):
         self.paths, self.adapters, self.journal = paths, adapters, journal
         self.max_retries, self.wall_timeout, self.idle_timeout = policy.max_retries, timeouts.wall_seconds, timeouts.idle_seconds
         self.max_output = int(timeouts.max_output_mb * 2**20)
@@ -81,6 +83,7 @@ class RoleRunner:
         self.backoff = tuple(first * 4 ** n for n in range(policy.transient_retries))
         self.max_quota_wait = policy.max_quota_wait_hours * 3600
         self.notify, self.sleep, self.gate, self.stop_requested, self.clock = notify, sleep, gate, stop_requested, clock
+        self.limits = limits
 
     def home(self, role: str) -> Path:
         """The role's own config home, under its harness's (the jail hides the other roles')."""
@@ -126,7 +129,7 @@ class RoleRunner:
                 role=job.role, loop=job.loop, attempt=attempt, prompt=prompt, workdir=job.workdir,
                 access=job.access, writable=job.writable, home=home, wall_timeout=self.wall_timeout,
                 idle_timeout=self.idle_timeout, max_output_bytes=self.max_output, resume_session=session,
-                context=job.context, jail=jail)
+                context=job.context, jail=jail, limits=self.limits)
             request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
             guard = Guard(job.protected(attempt_dir))
             result, ended = self._call(adapter, request, attempt_dir)

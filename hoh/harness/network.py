@@ -1,0 +1,78 @@
+"""How one role attempt reaches its model without holding its key: hoh's egress proxy, started for the
+attempt, and the endpoint, placeholder key and proxy variables the CLI is given instead.
+
+- Jailed with `sandbox.network: egress`: the proxy listens on a unix socket that the jail binds in at
+  `INSIDE_SOCKET`; the CLI talks to `http://127.0.0.1:INSIDE_PORT/…` on the jail's own loopback (the
+  forwarder of `egress_shim.py`), other hosts only through the proxy's allowlist (HTTPS_PROXY).
+- Unjailed (`sandbox.mode: off`) with an endpoint: the proxy listens on hoh's own loopback, so the
+  key still never enters the CLI's environment, its files or its transcripts.
+- Otherwise (no endpoint and no jail, or `sandbox.network: none|shared`): nothing to start.
+
+Every connection the role makes through the proxy is logged to the attempt's `egress.jsonl`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from .egress import INSIDE_PORT, INSIDE_SOCKET, PLACEHOLDER_KEY, EgressPolicy, EgressProxy, inside_base_url
+from .jail import Network
+
+if TYPE_CHECKING:
+    from .base import HarnessAdapter, RoleRequest
+
+SHIM = Path(__file__).with_name("egress_shim.py")
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _socket_dir() -> Path:
+    """A short directory of hoh's for the socket (AF_UNIX paths must stay under 108 bytes)."""
+    base = tempfile.gettempdir()
+    return Path(tempfile.mkdtemp(prefix=f"hoh-egress-{os.getpid()}-", dir=base if len(base) < 60 else "/tmp"))
+
+
+@contextmanager
+def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_dir: Path) -> Iterator["RoleRequest"]:
+    """The request as the CLI must see it while hoh's proxy for this attempt runs."""
+    jail, config = request.jail, adapter.config
+    jailed = jail is not None and jail.network is Network.egress
+    if not jailed and (jail is not None or not config.base_url):
+        yield request
+        return
+    hosts = (*jail.allow_hosts, *([] if config.base_url else adapter.login_hosts)) if jail else ()
+    policy = EgressPolicy(upstream=config.base_url, credential=adapter.api_key(), placeholder=PLACEHOLDER_KEY,
+                          allow_hosts=tuple(hosts))
+    log = attempt_dir / "egress.jsonl"
+    if not jailed:
+        with EgressProxy(policy, log_path=log) as proxy:
+            yield replace(request, endpoint=inside_base_url(config.base_url, proxy.tcp_port))
+        return
+    socket_dir = _socket_dir()
+    try:
+        with EgressProxy(policy, unix_path=socket_dir / "egress.sock", log_path=log) as proxy:
+            endpoint = inside_base_url(config.base_url, INSIDE_PORT) if config.base_url else None
+            yield replace(request, endpoint=endpoint, proxy_url=f"http://127.0.0.1:{INSIDE_PORT}",
+                          jail=replace(jail, egress_socket=proxy.unix_path))
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def shim_argv(argv: list[str]) -> list[str]:
+    """Start the jail's loopback forwarder to hoh's socket, then become the CLI (same pid, pipes, exit code).
+    Run as a script in isolated mode: nothing of the role's environment reaches the interpreter."""
+    return [sys.executable, "-I", str(SHIM), "--listen", f"127.0.0.1:{INSIDE_PORT}", "--socket", str(INSIDE_SOCKET),
+            "--", *argv]
+
+
+def proxy_env(proxy_url: str) -> dict[str, str]:
+    """Where a CLI and the tools it runs send everything that is not the model endpoint."""
+    env = {var: proxy_url for var in PROXY_VARS}
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    return env

@@ -1,0 +1,96 @@
+"""The package registries this machine's pip, npm and apt are configured for: the hosts a jailed
+Developer may reach through hoh's egress by default (`sandbox.allow_hosts.developer`).
+
+Read from each client's own configuration and defaults (pip's settings and its built-in index,
+`npm config get registry`, apt's source lists), never from a list of hoh's, so the Developer gets
+exactly the mirrors this machine uses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from configparser import ConfigParser, Error as ConfigError
+from functools import cache
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .process import call
+
+PIP_FILES = (Path("/etc/pip.conf"), Path("/etc/xdg/pip/pip.conf"), Path("~/.pip/pip.conf"),
+             Path("~/.config/pip/pip.conf"))
+APT_SOURCES = Path("/etc/apt/sources.list")
+
+
+def _host(url: str) -> str | None:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None  # file:// indexes and local paths need no network
+    return parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+
+
+def pip_hosts() -> set[str]:
+    urls: list[str] = []
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+        urls += os.environ.get(var, "").split()
+    index_set = bool(os.environ.get("PIP_INDEX_URL"))
+    for path in PIP_FILES:
+        parser = ConfigParser()
+        try:
+            parser.read(path.expanduser())
+        except ConfigError:
+            continue
+        for section in parser.sections():
+            for key in ("index-url", "extra-index-url"):
+                if value := parser.get(section, key, fallback=None):
+                    urls += value.split()
+                    index_set |= key == "index-url"
+    hosts = {h for h in map(_host, urls) if h}
+    if not index_set:
+        hosts |= _pip_defaults()
+    return hosts
+
+
+def _pip_defaults() -> set[str]:
+    """pip's own index and the host its files come from, as pip itself names them."""
+    try:
+        from pip._internal.models.index import PyPI  # noqa: PLC0415 - pip's constants, not its API
+    except ImportError:
+        return set()
+    return {h for h in (_host(PyPI.url), PyPI.file_storage_domain) if h}
+
+
+def npm_hosts() -> set[str]:
+    if (npm := shutil.which("npm")) is None:
+        return set()
+    try:
+        result = call([npm, "config", "get", "registry"], timeout=30)
+    except OSError:
+        return set()
+    host = _host(result.stdout.decode(errors="replace")) if result.ok else None
+    return {host} if host else set()
+
+
+def apt_hosts() -> set[str]:
+    files = [APT_SOURCES, *sorted((APT_SOURCES.parent / "sources.list.d").glob("*"))]
+    hosts: set[str] = set()
+    for path in files:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith(("deb ", "deb-src ")):
+                words = [w for w in re.sub(r"\[[^]]*\]", " ", line).split()[1:] if "://" in w]
+                hosts |= {h for h in map(_host, words[:1]) if h}
+            elif line.lower().startswith("uris:"):
+                hosts |= {h for h in map(_host, line[5:].split()) if h}
+    return hosts
+
+
+@cache
+def registry_hosts() -> tuple[str, ...]:
+    """Every registry host of pip, npm and apt here, sorted."""
+    return tuple(sorted(pip_hosts() | npm_hosts() | apt_hosts()))
