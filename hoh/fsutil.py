@@ -20,8 +20,28 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_written: set[str] = set()
+"""Every path hoh wrote since `take_written` was last called (the guard between roles reads it)."""
+
+
+def note_written(path: Path) -> None:
+    """Record a write of hoh's own (a file, or a directory it rewrote as a whole)."""
+    _written.add(os.path.abspath(path))
+
+
+def written_since() -> set[str]:
+    return set(_written)
+
+
+def take_written() -> set[str]:
+    found = set(_written)
+    _written.clear()
+    return found
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory, fsync, rename, fsync the directory."""
+    note_written(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -34,6 +54,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def is_temp_file(name: str) -> bool:
+    """A temp file of `atomic_write_bytes` (`.NAME.XXXXXXXX.tmp`), left only by a kill -9 mid-write."""
+    return name.startswith(".") and name.endswith(".tmp") and name.count(".") >= 3
+
+
+def remove_temp_files(root: Path) -> list[Path]:
+    """Remove every such temp file under `root` (links are not followed); returns what was removed."""
+    removed = []
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            if is_temp_file(name):
+                path = Path(directory, name)
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -85,6 +122,7 @@ def copy_regular_tree(src: Path, dst: Path, max_file_bytes: int) -> list[str]:
     Nothing is followed: an agent's symlink can never pull a file from elsewhere into state/."""
     import stat as _stat
     skipped: list[str] = []
+    note_written(dst)
     dst.mkdir(parents=True, exist_ok=True)
     stack = [(src, dst, "")]
     while stack:

@@ -92,9 +92,33 @@ def test_real_cli_builds_the_demo(name, reference, tmp_path):
         assert written_by_tool(ws / "state/loops/0001/roles/developer/attempt-1", "Write") == [
             str(ws / "project" / "calc.py")]
         assert not list(ws.glob("state/loops/*/evidence/.claude")) and not (ws / "project" / ".claude").exists()
-    # No API key value in any workspace file.
+    # The key is behind hoh's egress: the CLI held a placeholder, the proxy sent the real key, and no workspace
+    # file holds it.
+    sent = {v for r in requests for k, v in r["headers"].items() if k in ("authorization", "x-api-key")}
+    assert sent and sent <= {f"<redacted len={len(SENTINEL)}>", f"<redacted len={len('Bearer ' + SENTINEL)}>"}
+    logs = list(ws.glob("state/loops/*/roles/*/attempt-*/egress.jsonl"))
+    assert len(logs) >= 6 and all(any(e["kind"] == "model" and e["decision"] == "allowed"
+                                      for e in map(json.loads, log.read_text().splitlines())) for log in logs)
     assert not [p for p in files_under(ws) if SENTINEL.encode() in p.read_bytes()]
     assert no_process_mentions(ws)
+
+
+@pytest.mark.parametrize("name", ["codex", "pi"])
+def test_an_agent_that_prints_its_key_prints_a_placeholder(name, tmp_path):
+    p = one_loop_project(tmp_path)
+    script = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    developer = next(e for e in script["entries"] if e["role"] == "developer")
+    developer["steps"].insert(0, {"shell": "env > env-dump.txt; cat /proc/*/environ >> env-dump.txt 2>/dev/null; true"})
+    with MockLLM(script=script) as mock:
+        result = run_one_loop(name, p, mock)
+        bodies = [json.dumps(r["body"]) for r in mock.requests()]
+    assert result.returncode == 0, result.stderr
+    dump = (p.ws / "project" / "env-dump.txt").read_text(errors="replace")
+    assert "HOH_TEST_KEY=hoh-egress-placeholder-key" in dump and SENTINEL not in dump
+    assert not [b for b in bodies if SENTINEL in b]  # the tool output the model saw held no key either
+    assert not [f for f in files_under(p.ws) if SENTINEL.encode() in f.read_bytes()]
+    assert SENTINEL.encode() not in subprocess.run(["git", "--git-dir", str(p.ws / "history.git"), "cat-file",
+                                                    "--batch-all-objects", "--batch"], capture_output=True).stdout
 
 
 def tool_uses(attempt: Path) -> list[dict]:
@@ -300,7 +324,7 @@ def test_claude_qa_writes_its_evidence_but_not_the_project(tmp_path):
     project = p.ws.resolve() / "project"
     qa["steps"][:0] = [
         {"call": {"name": "Write", "arguments": {"file_path": str(project / "qa-was-here.txt"), "content": "x"}}},
-        {"shell": f"echo hacked > {project}/greet.py; echo hacked > {{{{evidence_dir}}}}/../candidate/greet.py"},
+        {"shell": f"echo hacked > {project}/greet.py; echo hacked > {p.ws.resolve()}/scratch/view/greet.py"},
     ]
     with MockLLM(script=script) as mock:
         result = run_one_loop("claude", p, mock)
@@ -310,7 +334,8 @@ def test_claude_qa_writes_its_evidence_but_not_the_project(tmp_path):
     assert attempt["ok"] and attempt["violations"] == []
     assert [(d["tool"], d["target"]) for d in attempt["harness"]["denials"]] == [
         ("Write", str(project / "qa-was-here.txt"))]
-    assert any("Read-only file system" in body for body in qa_bodies)  # the sandbox stopped the Bash writes
+    # The jail stopped the Bash writes: the project is not in QA's view at all, its candidate copy is read-only.
+    assert any("No such file or directory" in body and "Read-only file system" in body for body in qa_bodies)
     assert not (project / "qa-was-here.txt").exists() and "hacked" not in (project / "greet.py").read_text()
     assert (p.ws / "state/loops/0001/evidence/T1.A1.txt").read_text().strip() == "hello bob"
     assert p.loop_json(1, "qa")["verdict"] == "pass"

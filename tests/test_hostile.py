@@ -176,6 +176,12 @@ CASES = [
     Case("dev-plants-git-hook", "developer",
          [{"run": f"printf '#!/bin/sh\\ntouch {O}/hook-ran\\n' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit"}],
          absent("hook-ran"), loop=2, modes=("bwrap", "off")),
+    Case("dev-plants-git-config-that-forges-state-at-the-freeze", "developer",
+         [{"run": f"git config core.fsmonitor 'echo forged > {W}/state/forged.json'; "
+                  f"git config core.sshCommand 'echo forged > {W}/state/forged.json'; "
+                  f"printf '[filter \"f\"]\\n\\tclean = sh -c \\x27echo forged > {W}/state/forged.json; cat\\x27\\n' >> .git/config; "
+                  "echo '* filter=f' > .gitattributes"}],
+         lambda run: not (run.ws / "state/forged.json").exists(), loop=2, modes=("bwrap", "off")),
     Case("dev-plants-fsmonitor", "developer", [{"run": f"git config core.fsmonitor 'touch {O}/fsmonitor-ran'"}],
          absent("fsmonitor-ran"), loop=2, modes=("bwrap", "off")),
     # -- forged or smuggled evidence -------------------------------------------------------------------

@@ -130,3 +130,19 @@ def test_a_stale_packed_refs_lock_from_a_kill_does_not_stop_the_resume(make_proj
     result = run_hoh("resume", "-w", p.ws, "--loops", "1", "-q")
     assert result.returncode == 0, result.stderr
     assert not (p.ws / "history.git" / "packed-refs.lock").exists()
+
+
+def test_temp_files_a_kill_left_mid_write_are_gone_after_the_resume(make_project):
+    # A kill -9 between mkstemp and rename leaves `.NAME.XXXXXXXX.tmp` beside the file, here in loop 2's dir
+    # (sealed once loop 2 ends) and in state/; a kill inside a commit leaves its message file in history.git.
+    p = make_project(mini_script(2))
+    assert p.build(loops=1).status == "finished"
+    strays = [p.state(".ledger.json.k3j2h1x0.tmp"), p.state("loops", "0002", ".plan.json.a8b7c6d5.tmp"),
+              p.ws / ".hoh.stop.q1w2e3r4.tmp", p.ws / "history.git" / "tmpab12cd34.msg"]
+    for stray in strays:
+        stray.parent.mkdir(parents=True, exist_ok=True)
+        stray.write_text("half")
+    result = run_hoh("resume", "-w", p.ws, "--loops", "1", "-q")
+    assert result.returncode == 0, result.stderr
+    assert [s for s in strays if s.exists()] == []
+    assert run_hoh("status", "-w", p.ws, "--verify").returncode == 0

@@ -46,8 +46,8 @@ class ClaudeAdapter(HarnessAdapter):
     supports_resume = True
     login_hosts = ("api.anthropic.com", "console.anthropic.com", "claude.ai")
     own_layer = {"planner": "plan mode, read tools only",
-                 "developer": "acceptEdits, Bash in its own sandbox (weaker nested mode inside hoh's jail)",
-                 "qa": "acceptEdits in the evidence dir, Bash in its own sandbox (weaker nested mode)"}
+                 "developer": "acceptEdits; Bash in its own sandbox without hoh's jail, in the jail's with it",
+                 "qa": "acceptEdits in the evidence dir; Bash in its own sandbox without hoh's jail, in the jail's"}
     # Claude Code reports `api_error_status` when there was a response; these cover the rest.
     error_patterns = compile_patterns(
         QUOTA_PATTERN,
@@ -79,10 +79,11 @@ class ClaudeAdapter(HarnessAdapter):
         # allowing Bash outright is safe only because every command runs inside the sandbox.
         settings = SANDBOX
         if request.jail is not None:
-            # Inside hoh's jail (its own PID namespace and /proc) Claude Code's bwrap cannot mount a
-            # second /proc and fails closed; its weaker nested mode still confines writes to the cwd,
-            # and hoh's jail is the enforcing layer around it (adapters/claude.md).
-            settings = {"sandbox": {**SANDBOX["sandbox"], "enableWeakerNestedSandbox": True}}
+            # Inside hoh's jail Claude Code's bwrap cannot start (no capabilities: "setting up uid map:
+            # Operation not permitted"; a read-only /proc/sys: no second /proc), so every Bash call would
+            # fail while the run ends ok. hoh's jail, which confines the role's writes the same way, is the
+            # sandbox then; Bash is allowed outright (adapters/claude.md).
+            settings = {"sandbox": {"enabled": False}}
         return ["--permission-mode", "acceptEdits", "--tools", WORK_TOOLS, "--allowedTools", "Bash",
                 "--settings", json.dumps(settings, separators=(",", ":"))]
 

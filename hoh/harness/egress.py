@@ -231,6 +231,15 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client is gone
 
+    def fail_upstream(self, reason: str) -> None:
+        """The upstream could not be reached or dropped the request: a model client must see what it would
+        have seen without hoh in between, a closed connection (a network error it retries), not an HTTP
+        error from a server that never answered. Other routes get a 502, as proxies answer."""
+        if self.ex.kind is not Kind.MODEL:
+            return self.refuse(502, reason)
+        self.ex.status, self.ex.reason = 0, self.server.policy.redact(reason)[:300]
+        self.close_connection = True
+
     def model(self, path: str) -> None:
         self.ex.kind = Kind.MODEL
         policy = self.server.policy
@@ -302,7 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 conn.connect()
             except OSError as exc:
-                return self.refuse(502, f"cannot reach {host}:{port}: {_why(exc)}")
+                return self.fail_upstream(f"cannot reach {host}:{port}: {_why(exc)}")
             assert conn.sock is not None
             self.server.attach(self.request, conn.sock)
             conn.sock.settimeout(STREAM_TIMEOUT)
@@ -326,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
                 # Never echo the value: it may hold the credential by now.
                 return self.refuse(400, "a method, path or header that cannot be sent on")
             except (OSError, http.client.HTTPException) as exc:
-                return self.refuse(502, f"{host}:{port} failed: {_why(exc)}")
+                return self.fail_upstream(f"{host}:{port} failed: {_why(exc)}")
             self.stream_back(response)
         finally:
             conn.close()

@@ -262,4 +262,14 @@ class HookRan(Event):
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class ViolationBetweenRoles(Event):
+    kind = "violation_between_roles"
+    loop: int
+    role: str
+    """The role about to start when the change was found."""
+    area: str
+    changes: list[str]
+
+
 KINDS: dict[str, type[Event]] = {cls.kind: cls for cls in Event.__subclasses__()}

@@ -2,24 +2,29 @@
 
     WORKSPACE/history.git    bare repository only hoh writes: loop commits on `main`, tags loop-NNNN,
                              the project's own refs backed up under refs/project/, two indexes
-                             (`index` for the project dir, `view-index` for QA's candidate view)
+                             (`index` for the project dir, `view-index` for QA's candidate view),
+                             `project-config`: PROJECT/.git/config as hoh accepted it
     PROJECT/                 the work tree: WORKSPACE/project, or an existing dir (`--project DIR`)
     PROJECT/.git             the project's own repository, which agents may use (`ProjectMirror`)
 
 Commits carry a fixed identity and a date derived from the loop number, so the same trees give
 the same commit ids whether or not the run was interrupted and resumed in between. No role can
-write history.git (the OS jail mounts it read-only, the guard checks its refs), so nothing an
+write history.git (the OS jail mounts it read-only, the guard checks all of it), so nothing an
 agent does in PROJECT/.git can lose a loop.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import stat
+import sys
 import tempfile
 from pathlib import Path
 
 from ..errors import HohError
+from ..fsutil import atomic_write_bytes
 from ..harness.process import call
 
 GIT_TIMEOUT_SECONDS = 1800
@@ -27,7 +32,29 @@ EPOCH = 1_700_000_000  # 2023-11-14; commit dates are EPOCH + loop, never the wa
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 BRANCH = "main"
 # A work tree of tens of thousands of files: git's untracked cache skips directories that did not change.
-FAST = ("-c", "core.untrackedCache=true", "-c", "gc.auto=0")
+FAST = ("-c", "core.untrackedCache=true", "-c", "gc.auto=0", "-c", "maintenance.auto=false")
+# Configuration on the command line beats a repository's for the same key, so whatever a repository's
+# config says (a role may have written one), hoh's git runs no hook, fsmonitor, pager, editor, askpass,
+# credential helper, ssh or proxy command or signing program; talks no protocol but local files; never
+# enters a submodule; reads no user-level ignore or attributes file, and no commit-graph or
+# multi-pack-index a role could forge. What `-c` cannot undo (a list like `url.*.insteadOf`, a remote
+# named after hoh's path with its own `uploadpack`, a filter driver) only a repository's own config can
+# set: history.git's is hoh's, and PROJECT/.git's must be the one hoh accepted (`ProjectMirror`).
+HARDENING = tuple(a for kv in (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.sshCommand=false", "core.gitProxy=none",
+    "core.askPass=", "credential.helper=", "core.pager=cat", "core.editor=false", "sequence.editor=false",
+    "gpg.program=false", "gpg.ssh.program=false", "gpg.x509.program=false", "commit.gpgsign=false",
+    "tag.gpgsign=false", "core.autocrlf=false", "core.excludesFile=/dev/null", "core.attributesFile=/dev/null",
+    "core.commitGraph=false", "core.multiPackIndex=false", "protocol.allow=never", "protocol.file.allow=always",
+    *(f"protocol.{name}.allow=never" for name in ("ssh", "git", "http", "https", "ext")),
+    "submodule.recurse=false", "fetch.recurseSubmodules=false", "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false") for a in ("-c", kv))
+NO_SUBMODULES = "--ignore-submodules=all"
+"""For every status and diff of a work tree: a nested repository's own config (a filter) never runs."""
+PROJECT_CONFIG = "project-config"
+"""In history.git: the project's .git/config as hoh accepted it (hoh made the repository, or met it)."""
+MAX_REFS_BYTES = 64 * 1024 * 1024
+OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 class GitError(HohError):
@@ -35,12 +62,15 @@ class GitError(HohError):
 
 
 def git_env(loop: int = 0, index: Path | None = None) -> dict[str, str]:
-    """A git environment that ignores the user's and the system's configuration: same input, same commits."""
+    """git's whole environment, built from nothing: no secret of hoh's reaches git or anything it runs,
+    no user or system configuration is read, and the same input gives the same commits."""
     date = f"@{EPOCH + loop} +0000"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_AUTHOR_NAME="hoh", GIT_AUTHOR_EMAIL="hoh@localhost", GIT_COMMITTER_NAME="hoh",
-               GIT_COMMITTER_EMAIL="hoh@localhost", GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date,
-               GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0")
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LANG": "C", "LC_ALL": "C",
+           "GIT_AUTHOR_NAME": "hoh", "GIT_AUTHOR_EMAIL": "hoh@localhost", "GIT_COMMITTER_NAME": "hoh",
+           "GIT_COMMITTER_EMAIL": "hoh@localhost", "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date,
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1",
+           "GIT_NO_REPLACE_OBJECTS": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": "",
+           "GIT_SSH_COMMAND": "false", "GIT_PROTOCOL_FROM_USER": "0"}
     if index is not None:
         env["GIT_INDEX_FILE"] = str(index)
     return env
@@ -48,8 +78,7 @@ def git_env(loop: int = 0, index: Path | None = None) -> dict[str, str]:
 
 def run_git(args: list[str], *, cwd: Path, loop: int = 0, index: Path | None = None, binary: bool = False,
             max_stdout: int = 256 * 1024 * 1024) -> str | bytes:
-    argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
-            "-c", "core.autocrlf=false", "-c", "core.fsmonitor=false", *FAST, *args]
+    argv = ["git", *HARDENING, *FAST, *args]
     try:
         proc = call(argv, cwd=cwd, env=git_env(loop, index), timeout=GIT_TIMEOUT_SECONDS, max_stdout=max_stdout)
     except OSError as err:
@@ -77,6 +106,8 @@ class History:
         self.known_status: dict[tuple[Path, str], list[str]] = {}
         """(work tree, commit) → its untracked and ignored entries, as a guard check last found them
         while the tree was known clean at that commit: the next role's snapshot needs no new scan."""
+        self.flattened: list[str] = []
+        """The embedded repositories the last `commit_all` made content (their .git removed), sorted."""
 
     @property
     def index(self) -> Path:
@@ -152,13 +183,81 @@ class History:
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
     def commit_all(self, parent: str, message: str, loop: int) -> str:
-        """Commit the whole work tree as a child of `parent`; idempotent for equal trees."""
+        """Commit the whole work tree as a child of `parent`; idempotent for equal trees.
+
+        An embedded repository is content: its .git is removed from the work tree and its files are
+        committed, never a gitlink (which would leave them out of the candidate, and a later `git status`
+        would run git in it, under its own config). `flattened` says which; a gitlink `parent` already
+        had (a user's submodule) stays while it does not change."""
         self.clear_stale_locks()
         self.git("reset", "-q", "--soft", parent)
-        self.git("add", "-A")
+        self.flattened = []
+        try:
+            self.git("add", "-A")
+        except GitError:  # an embedded repository without a commit, which git cannot record at all
+            self.flattened = self._flatten_untracked()
+            self.git("add", "-A")
+        while gitlinks := self._changed_gitlinks(parent):  # what git recorded as gitlinks
+            if set(gitlinks) & set(self.flattened):
+                raise GitError(f"{self.work_tree}: cannot make the embedded repositories {gitlinks} content")
+            for rel in gitlinks:
+                self._remove_embedded_git(rel)
+            self._pathspec_git("rm", "-q", "-f", "--cached", paths=gitlinks)
+            self.flattened += gitlinks + self._flatten_untracked(gitlinks)
+            self._pathspec_git("add", "-A", paths=gitlinks)
+        self.flattened.sort()
         commit = self.commit(message, parent=parent, loop=loop)
         self.clean_at = commit
         return commit
+
+    def _flatten_untracked(self, under: list[str] | None = None) -> list[str]:
+        """Remove the .git of every untracked embedded repository (below `under`), nested ones too (a walk
+        of the work tree: only when `git add` failed, or below repositories just made content)."""
+        found: list[str] = []
+        todo = [under or []]
+        while todo:
+            spec = todo.pop()
+            out = self._pathspec_git("ls-files", "-z", "--others", "--exclude-standard", paths=spec, binary=True)
+            # Without --directory git lists every untracked file, and an embedded repository as "dir/".
+            repos = sorted(_path(name[:-1]) for name in out.split(b"\0") if name.endswith(b"/"))
+            if set(repos) & set(found):
+                raise GitError(f"{self.work_tree}: cannot remove the .git of embedded repositories {repos}")
+            for rel in repos:
+                self._remove_embedded_git(rel)
+            found += repos
+            if repos:
+                todo.append(repos)
+        return found
+
+    def _changed_gitlinks(self, parent: str) -> list[str]:
+        """Index entries that are gitlinks new or changed since `parent` (the index against a tree, no work
+        tree: the cost follows the change)."""
+        fields = self.git("diff-index", "--cached", "-z", "--raw", "--no-renames", "--ignore-submodules=none",
+                          parent, binary=True).split(b"\0")
+        return sorted(_path(name) for meta, name in zip(fields[0::2], fields[1::2])
+                      if meta.split(b" ")[1:2] == [b"160000"])
+
+    def _remove_embedded_git(self, rel: str) -> None:
+        """rel/.git, a directory, a file or a link: removed, never followed."""
+        path = self.work_tree
+        for part in rel.split("/"):
+            path = path / part
+            if path.is_symlink():
+                raise GitError(f"{self.work_tree}: {rel} has a link in its path")
+        dot_git = path / ".git"
+        if dot_git.is_dir() and not dot_git.is_symlink():
+            shutil.rmtree(dot_git, **{"onexc" if sys.version_info >= (3, 12) else "onerror": _writable_and_retry})
+        elif os.path.lexists(dot_git):
+            dot_git.unlink()
+
+    def _pathspec_git(self, *args: str, paths: list[str], binary: bool = False) -> str | bytes:
+        """A git command over literal paths (no pathspec magic in a role's file names), in argv-sized
+        chunks; with no paths, over the whole tree."""
+        if not paths:
+            return self.git(*args, binary=binary)
+        outs = [self.git("--literal-pathspecs", *args, "--", *paths[i:i + 1000], binary=binary)
+                for i in range(0, len(paths), 1000)]
+        return b"\0".join(outs) if binary else "\n".join(outs)
 
     def commit(self, message: str, *, parent: str | None, loop: int) -> str:
         """Commit the index; the message goes through a file, so no length can overflow argv."""
@@ -229,14 +328,15 @@ class History:
         spec = ["--", *pathspec] if pathspec else []
 
         def differing() -> list[str]:
-            fields = self.git("diff-files", "--name-status", "-z", "--no-renames", *spec, work_tree=work_tree,
-                              index=index, binary=True).split(b"\0")
+            fields = self.git("diff-files", "--name-status", "-z", "--no-renames", NO_SUBMODULES, *spec,
+                              work_tree=work_tree, index=index, binary=True).split(b"\0")
             return [f"{'deleted' if status == b'D' else 'modified'} {_path(name)}"
                     for status, name in zip(fields[0::2], fields[1::2]) if name]
 
         found = differing()
         if found:
-            self.git("update-index", "-q", "--refresh", "--ignore-missing", work_tree=work_tree, index=index)
+            self.git("update-index", "-q", "--ignore-submodules", "--refresh", "--ignore-missing",
+                     work_tree=work_tree, index=index)
             found = differing()
         return found
 
@@ -252,7 +352,7 @@ class History:
         QA's view of the commit HEAD names): `git status` also compares the index with HEAD, cheaply
         then, and its differences are not the work tree's, so they are left out."""
         out = self.git("status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=normal",
-                       "--ignored=matching", work_tree=work_tree, index=index, binary=True)
+                       "--ignored=matching", NO_SUBMODULES, work_tree=work_tree, index=index, binary=True)
         found = []
         for entry in out.split(b"\0"):
             if len(entry) < 4:
@@ -277,38 +377,140 @@ def _path(raw: bytes) -> str:
     return raw.decode(errors="surrogateescape")
 
 
+def _writable_and_retry(func, path: str, _exc) -> None:
+    """rmtree's error handler: a role may leave a directory without write permission."""
+    os.chmod(os.path.dirname(path), stat.S_IRWXU)
+    func(path)
+
+
 class ProjectMirror:
     """PROJECT/.git: the project's own repository, for the user and for agents (git log, diff, commit).
 
     hoh publishes each loop's commit and tag into it and points its current branch there; its
     original refs are backed up in history.git (refs/project/*). A role may commit in it, but a
     deleted or broken repository, or a moved loop tag, is rebuilt from history.git. Disabled for an
-    existing project that had no .git: hoh never adds one to someone's directory."""
+    existing project that had no .git: hoh never adds one to someone's directory.
+
+    hoh runs git there only on a plain repository (`plain_problems`) whose config is the one hoh
+    accepted; the guard reads its refs without git (`refs`)."""
+
+    ELSEWHERE = ("commondir", "objects/info/alternates", "objects/info/http-alternates", "worktrees",
+                 "config.worktree")
+    """What makes git read a configuration, objects or refs from another place."""
+    NO_LINKS = ("HEAD", "config", "info", "hooks", "objects", "objects/info", "objects/pack", "refs", "logs",
+                "packed-refs", "index")
 
     def __init__(self, work_tree: Path, history: History, enabled: bool = True):
         self.work_tree, self.history, self.enabled = work_tree, history, enabled
         self.git_dir = work_tree / ".git"
+        self._config: bytes | None = None
 
     def git(self, *args: str) -> str:
+        self.require_plain()
         return run_git(["--git-dir", str(self.git_dir), "--work-tree", str(self.work_tree), *args],
                        cwd=self.work_tree)
 
     def exists(self) -> bool:
         return (self.git_dir / "HEAD").is_file()
 
+    # ---- what hoh's git may read -----------------------------------------------------------------------
+    def accepted_config(self) -> bytes | None:
+        """The .git/config hoh's git may read: recorded in history.git when hoh first met the repository
+        (a user's, or one hoh made), so no role can change it; None while there is neither."""
+        if self._config is None:
+            record = self.history.git_dir / PROJECT_CONFIG
+            if not record.is_file():
+                if (found := self._config_bytes()) is None:
+                    return None
+                atomic_write_bytes(record, found)
+            self._config = record.read_bytes()
+        return self._config
+
+    def _config_bytes(self) -> bytes | None:
+        path = self.git_dir / "config"
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return b"" if self.git_dir.is_dir() and not self.git_dir.is_symlink() else None
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REFS_BYTES:
+            return None
+        return path.read_bytes()
+
+    def plain_problems(self) -> list[str]:
+        """Why hoh must not run git on this repository: not a real directory, a pointer to a configuration,
+        objects or refs elsewhere, a link among the files git reads, or a config hoh did not accept."""
+        g = self.git_dir
+        if g.is_symlink() or (os.path.lexists(g) and not g.is_dir()):
+            return ["is a link or a file"]
+        if not g.is_dir():
+            return ["does not exist"]
+        found = [f"has {rel}" for rel in self.ELSEWHERE if os.path.lexists(g / rel)]
+        found += [f"has a link at {rel}" for rel in self.NO_LINKS if (g / rel).is_symlink()]
+        found += [f"has a link at {rel}" for part in ("info", "hooks") for rel in _links_under(g, part)]
+        accepted, config = self.accepted_config(), self._config_bytes()
+        if config is None or config != accepted:
+            found.append("has a config hoh did not accept")
+        return found
+
+    def require_plain(self) -> None:
+        if found := self.plain_problems():
+            raise GitError(f"{self.git_dir}: hoh runs git only on a plain repository with the config it "
+                           f"accepted; this one {', '.join(found)}: make it one (a clone without --shared, "
+                           f"no worktrees or links in it)")
+
+    # ---- refs, read without git --------------------------------------------------------------------------
+    def _head(self) -> str:
+        return _small_file(self.git_dir / "HEAD").decode(errors="surrogateescape").strip()
+
+    def refs(self) -> tuple[str, dict[str, str]]:
+        """(HEAD as written in .git/HEAD, every ref → the object it names), from packed-refs and the loose
+        files under refs/, read in Python: checking a role's repository runs no git there. Raises OSError
+        when they cannot be read (a link among them, a packed-refs past MAX_REFS_BYTES)."""
+        refs: dict[str, str] = {}
+        packed = self.git_dir / "packed-refs"
+        if os.path.lexists(packed):
+            for line in _small_file(packed, MAX_REFS_BYTES).splitlines():
+                oid, _, name = line.decode(errors="surrogateescape").partition(" ")
+                if OID.fullmatch(oid) and name:  # not the header, nor a peeled "^oid" line
+                    refs[name] = oid
+        symbolic: dict[str, str] = {}
+        for name in _loose_refs(self.git_dir):
+            text = _small_file(self.git_dir / name).decode(errors="surrogateescape").strip()
+            if text.startswith("ref: "):
+                symbolic[name] = text[5:]
+            elif OID.fullmatch(text):
+                refs[name] = text
+        for name, target in symbolic.items():
+            for _ in range(5):  # git's own limit on symbolic refs to symbolic refs
+                target = symbolic.get(target, target)
+            if target in refs:
+                refs[name] = refs[target]
+        return self._head(), refs
+
+    # ---- hoh's writes ------------------------------------------------------------------------------------
     def backup_refs(self) -> str | None:
         """Copy the project's own commits into history.git under refs/project/; return its HEAD commit."""
         if not self.exists():
             return None
-        try:
-            head = self.git("rev-parse", "--verify", "-q", "HEAD")
-        except GitError:
+        self.require_plain()  # history.git's fetch runs upload-pack there
+        head, refs = self.refs()
+        commit = refs.get(head[5:]) if head.startswith("ref: ") else head
+        if not commit or not OID.fullmatch(commit):
             return None  # a repository without commits
         self.history.git("fetch", "-q", "--no-tags", str(self.git_dir), "+refs/*:refs/project/*")
-        return head or None
+        return commit
 
-    def _head(self) -> str:
-        return (self.git_dir / "HEAD").read_text(errors="replace").strip()
+    def _init(self) -> None:
+        """A new repository, with the configuration hoh accepted for this project if it has one."""
+        run_git(["init", "-q", "-b", BRANCH, str(self.work_tree)], cwd=self.work_tree)
+        accepted = self.accepted_config()  # this new one's, when hoh had none yet
+        if accepted is not None and accepted != self._config_bytes():
+            atomic_write_bytes(self.git_dir / "config", accepted)
+
+    def _clear_stale_locks(self, *refs: str) -> None:
+        """A role killed inside a git command leaves *.lock files; no role runs while hoh publishes."""
+        for name in ("index.lock", "HEAD.lock", "packed-refs.lock", *(f"{ref}.lock" for ref in refs)):
+            (self.git_dir / name).unlink(missing_ok=True)
 
     def publish(self, commit: str, tag: str | None = None, index: Path | None = None) -> None:
         """Point the project's current branch (and its index) at a loop's commit; tag it. `index`, when
@@ -316,11 +518,13 @@ class ProjectMirror:
         copy of it spares rebuilding one."""
         if not self.enabled:
             return
-        if not self.exists():
-            run_git(["init", "-q", "-b", BRANCH, str(self.work_tree)], cwd=self.work_tree)
+        if not os.path.lexists(self.git_dir):
+            self._init()
+        self.require_plain()
         head = self._head()
-        on_branch = head.startswith("ref: refs/heads/")
+        on_branch = head.startswith("ref: refs/heads/") and _valid_ref(head[5:])
         branch = head[5:] if on_branch else f"refs/heads/{BRANCH}"
+        self._clear_stale_locks(branch, *([f"refs/tags/{tag}"] if tag else []))
         refspecs = [f"+{commit}:{branch}"] + ([f"+refs/tags/{tag}:refs/tags/{tag}"] if tag else [])
         self.git("fetch", "-q", "--no-tags", "--update-head-ok", str(self.history.git_dir), *refspecs)
         if not on_branch:  # a detached HEAD: give it the branch again
@@ -332,22 +536,14 @@ class ProjectMirror:
         else:
             self.git("read-tree", commit)  # the index follows; the work tree is that commit already
 
-    def refs(self) -> tuple[str, dict[str, str]]:
-        """(HEAD as written in .git/HEAD, every ref → commit), with one git call."""
-        out = self.git("for-each-ref", "--format=%(refname) %(objectname)")
-        return self._head(), dict(line.split(" ", 1) for line in out.splitlines())
-
-    def problems(self, published: dict[str, str]) -> list[str]:
-        """What a role broke: the repository itself, or hoh's loop tags (its own commits are its business)."""
-        if self.git_dir.is_symlink() or (self.git_dir.exists() and not self.git_dir.is_dir()):
-            return ["replaced .git with a link or a file"]  # hoh's own git calls must never follow it
-        if not self.exists():
-            return ["deleted .git"]
+    def _unusable(self) -> bool:
+        if self.plain_problems() or not self.exists():
+            return True
         try:
             head, refs = self.refs()
-        except (GitError, OSError):
-            return ["broke .git (its refs cannot be read)"]
-        return self.ref_problems(head, refs, published)
+        except OSError:
+            return True
+        return head.startswith("ref: ") and head[5:] not in refs
 
     @staticmethod
     def ref_problems(head: str, refs: dict[str, str], published: dict[str, str]) -> list[str]:
@@ -357,14 +553,24 @@ class ProjectMirror:
         return [f"moved or deleted tag {name}" for name, commit in sorted(published.items())
                 if tags.get(name) != commit] + [f"created tag {name}" for name in sorted(tags.keys() - published.keys())]
 
-    def rebuild(self, published: dict[str, str], head: str) -> None:
-        """Put the repository back from history.git: its original refs, hoh's tags, HEAD at `head`."""
-        broken = self.problems({})
-        if broken and not broken[0].startswith(("moved", "created")):
-            if self.git_dir.is_symlink() or (self.git_dir.exists() and not self.git_dir.is_dir()):
+    def restore_config(self) -> None:
+        """Put back the config hoh accepted, over whatever is there now."""
+        accepted = self.accepted_config()
+        if self.git_dir.is_dir() and not self.git_dir.is_symlink() and accepted not in (None, self._config_bytes()):
+            if (self.git_dir / "config").is_symlink():
+                (self.git_dir / "config").unlink()
+            atomic_write_bytes(self.git_dir / "config", accepted)
+
+    def rebuild(self, published: dict[str, str], head: str, anew: bool = False) -> bool:
+        """Put the repository back from history.git: its original refs, hoh's tags, HEAD at `head`, the config
+        hoh accepted; one that is broken, or not plain (what the guard could not put back), is made anew
+        (its own commits lost). Returns whether it was."""
+        self.restore_config()
+        if anew := anew or self._unusable():
+            if self.git_dir.is_symlink() or (os.path.lexists(self.git_dir) and not self.git_dir.is_dir()):
                 self.git_dir.unlink()
             shutil.rmtree(self.git_dir, ignore_errors=True)
-            run_git(["init", "-q", "-b", BRANCH, str(self.work_tree)], cwd=self.work_tree)
+            self._init()
             self.git("fetch", "-q", "--no-tags", str(self.history.git_dir), "+refs/project/*:refs/*")
         for ref in self.refs()[1]:
             if ref.startswith("refs/tags/loop-") and ref[10:] not in published:
@@ -373,3 +579,52 @@ class ProjectMirror:
             self.git("fetch", "-q", "--no-tags", str(self.history.git_dir),
                      *(f"+refs/tags/{name}:refs/tags/{name}" for name in published))
         self.publish(head)
+        return anew
+
+
+def _valid_ref(name: str) -> bool:
+    """git's rules for a ref name (check-ref-format), so one a role wrote in HEAD is never a path outside."""
+    parts = name.split("/")
+    return (len(parts) > 1 and ".." not in name and "@{" not in name and not name.endswith(".")
+            and not re.search(r"[\x00-\x20\x7f~^:?*\[\\]", name)
+            and all(p and not p.startswith(".") and not p.endswith(".lock") for p in parts))
+
+
+def _small_file(path: Path, limit: int = 4096) -> bytes:
+    """A file of a role's repository, read without following a link and at most `limit` bytes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block hoh
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise OSError(f"{path}: not a small regular file")
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _loose_refs(git_dir: Path) -> list[str]:
+    """Names of the loose ref files under refs/ (lock files left out); a link among them is an OSError."""
+    names, stack = [], ["refs"]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(git_dir / rel))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            name = f"{rel}/{entry.name}"
+            if entry.is_symlink():
+                raise OSError(f"{git_dir / name}: a link among the refs")
+            if entry.is_dir():
+                stack.append(name)
+            elif not name.endswith(".lock"):
+                names.append(name)
+    return names
+
+
+def _links_under(git_dir: Path, part: str) -> list[str]:
+    found = []
+    for dirpath, dirs, files in os.walk(git_dir / part):
+        found += [os.path.relpath(os.path.join(dirpath, n), git_dir) for n in dirs + files
+                  if os.path.islink(os.path.join(dirpath, n))]
+    return found

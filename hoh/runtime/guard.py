@@ -6,6 +6,8 @@ changed, not the size of the area or of the history:
 - file areas (state, spec, config, harness homes) are fingerprinted by stat — size, times,
   inode, mode — and a file is hashed only when its stat changed (a `HashCache` kept for the run);
 - the project and QA's view are asked of git, whose index is the stat cache;
+- the project's .git and history.git are fingerprinted whole, as files, but for what git rewrites
+  itself (`guard_git.py`);
 - sealed loops: only the directories the kernel saw change are stat-checked (`seal.py`);
 - the journal is compared with what hoh itself appended, by one stat.
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..fsutil import sha256_file
-from .git import GitError, History, ProjectMirror
+from .git import History
 from .seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
@@ -243,87 +245,6 @@ class WorkTreeArea(Area):
                                  index=self.index)
 
 
-class MirrorArea(Area):
-    """The project's own .git. The Developer may commit in it, but not break it, replace it, change its
-    configuration (an exclude or a hook would change what gets frozen, or run code as hoh) or move hoh's
-    loop tags; a read-only role may not change it at all. Its files are checked before hoh runs any
-    git command there, so a planted configuration never runs."""
-
-    PARTS = ("config", "info", "hooks")
-
-    def __init__(self, mirror: ProjectMirror, head: str, strict: bool, published_tags: Callable[[], dict[str, str]],
-                 cache: HashCache | None = None):
-        super().__init__("project .git")
-        self.mirror, self.head, self.strict, self.published_tags = mirror, head, strict, published_tags
-        self.files = [FileArea(part, mirror.git_dir / part, [], cache=cache, label=part + ("" if part == "config" else "/"))
-                      for part in self.PARTS]
-
-    def _replaced(self) -> list[str]:
-        git_dir = self.mirror.git_dir
-        if git_dir.is_symlink() or (git_dir.exists() and not git_dir.is_dir()):
-            return ["replaced .git with a link or a file"]
-        return [] if git_dir.is_dir() else ["deleted .git"]
-
-    def snapshot(self):
-        self.published = self.published_tags()
-        refs = None
-        if self.strict and not self._replaced() and self.mirror.exists():
-            head, found = self.mirror.refs()
-            refs = (head, found) if not self.mirror.ref_problems(head, found, self.published) else None
-        return [f.snapshot() for f in self.files], refs
-
-    def changes(self, snap) -> list[str]:
-        if found := self._replaced():
-            return found
-        found = [c for f, s in zip(self.files, snap[0]) for c in f.changes(s)]
-        if found:
-            return found  # nothing runs git under a changed configuration
-        if not self.mirror.exists():
-            return ["deleted .git"]
-        try:
-            head, refs = self.mirror.refs()
-        except (GitError, OSError):
-            return ["broke .git (its refs cannot be read)"]
-        found = self.mirror.ref_problems(head, refs, self.published)
-        if not found and snap[1] is not None and (head, refs) != snap[1]:
-            found = ["changed refs (commits, branches or tags)"]
-        return found
-
-    def restore(self, snap, changes: list[str]) -> None:
-        replaced = self._replaced()
-        for f, s in zip(self.files, snap[0]):
-            if not replaced:
-                f.restore(s, [])
-        self.mirror.rebuild(self.published, self.head)
-        for f, s in zip(self.files, snap[0]):
-            if replaced:  # a new repository: the project's own configuration goes back in
-                f.restore(s, [])
-            self.unrestorable += f.unrestorable
-
-
-class HistoryArea(Area):
-    """history.git's refs, HEAD and config: only hoh moves or changes them. Read as files (by stat,
-    with the run's hash cache), not through git, since this runs around every attempt."""
-
-    PARTS = ("refs", "packed-refs", "HEAD", "config")
-
-    def __init__(self, history: History, cache: HashCache | None = None):
-        super().__init__("history")
-        self.files = [FileArea(part, history.git_dir / part, [], cache=cache, label=part + ("/" if part == "refs" else ""))
-                      for part in self.PARTS]
-
-    def snapshot(self):
-        return [f.snapshot() for f in self.files]
-
-    def changes(self, snap) -> list[str]:
-        return [c for f, s in zip(self.files, snap) for c in f.changes(s)]
-
-    def restore(self, snap, changes: list[str]) -> None:
-        for f, s in zip(self.files, snap):
-            f.restore(s, [])
-            self.unrestorable += f.unrestorable
-
-
 class SealedArea(Area):
     """Finished loops' state dirs: checked against their seal where the kernel saw a change, restored from it."""
 
@@ -375,6 +296,15 @@ class Guard:
                 found = changed + [f"could not restore {rel}" for rel in area.unrestorable]
                 violations.append(Violation(area.name, [printable(c) for c in found]))
         return violations
+
+
+def __getattr__(name: str):
+    """The git dirs' areas live in guard_git.py, which builds on this module: imported on first use, so
+    `from .guard import MirrorArea` works whichever of the two modules is imported first."""
+    if name in ("MirrorArea", "HistoryArea"):
+        from . import guard_git
+        return getattr(guard_git, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def printable(text: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import HookCommand, HooksConfig
+from ..fsutil import note_written
 from ..harness.process import run_process
 from ..paths import WorkspacePaths
 from .events import HookRan
@@ -47,6 +48,8 @@ def run_hook(name: str, config: HooksConfig, paths: WorkspacePaths, payload: dic
         return None
     out = paths.hooks / f"{tag}-{name}"
     env = {**os.environ, "HOH_WORKSPACE": str(paths.root), "HOH_HOOK": name}
+    note_written(Path(f"{out}.out"))
+    note_written(Path(f"{out}.err"))
     proc = run_process(argv_of(command), cwd=paths.root, env=env, stdin=json.dumps(payload).encode(),
                        stdout_path=Path(f"{out}.out"), stderr_path=Path(f"{out}.err"),
                        wall_timeout=config.timeout_seconds, idle_timeout=config.timeout_seconds,

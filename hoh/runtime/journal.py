@@ -20,9 +20,12 @@ from ..fsutil import atomic_write_bytes
 from ..harness.base import Usage
 from ..paths import ROLES
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, Event, EventError, LoopFinished, LoopStarted,
-                     ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested)
+                     ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested,
+                     ViolationBetweenRoles)
 
 JOURNAL_SCHEMA_VERSION = 1
+BETWEEN_ROLES = "between roles"
+"""The key of `LoopStats.violations` for changes found while no role ran."""
 _TAIL_PROBE = 64 * 1024
 
 
@@ -270,6 +273,9 @@ class RunHistory:
             self.budget_stop = ev
         elif isinstance(ev, StopRequested):
             self.stop_request = ev
+        elif isinstance(ev, ViolationBetweenRoles):
+            stats = self._loop(ev.loop)
+            stats.violations[BETWEEN_ROLES] = stats.violations.get(BETWEEN_ROLES, 0) + 1
         self._last_time = record.time
 
     def _attempt(self, ev: AttemptFinished) -> None:

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator, Mapping
 from ..errors import RoleFailed, RunEnded, StateError
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
-from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, load_state, sha256_file
+from ..fsutil import (atomic_write_json, atomic_write_text, copy_regular_tree, load_state, note_written,
+                      remove_temp_files, sha256_file)
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
 from ..harness.limits import Limits, sweep as sweep_cgroups
@@ -94,6 +95,15 @@ def check_sealed_state(ws: Workspace, history: RunHistory) -> None:
                          f"hoh status -w {ws.paths.root} --verify --repair")
 
 
+def clear_temp_files(ws: Workspace) -> None:
+    """What a kill -9 mid-write leaves: hoh's temp files in the workspace and its commit-message files in
+    history.git (the locks of both repositories are cleared by `clear_stale_locks`)."""
+    remove_temp_files(ws.paths.state)
+    for stray in [*ws.paths.root.glob(".*.tmp"), *ws.paths.history.glob("tmp*.msg"),
+                  ws.paths.project / ".git" / "index.hoh-copy"]:
+        stray.unlink(missing_ok=True)
+
+
 def role_limits(config) -> Limits:
     limits = config.sandbox.limits
     return Limits(limits.processes, limits.memory_mb * 2**20 if limits.memory_mb else None)
@@ -151,6 +161,7 @@ class Runtime:
                 if reap(pid, ticks):
                     journal.append(ev.OrphanReaped(pid=pid))
             workspace.history.clear_stale_locks()
+            clear_temp_files(workspace)
             sweep_cgroups()
             check_sealed_state(workspace, history)
             runtime = cls(workspace, journal, adapters, notify, opened_at)
@@ -249,6 +260,8 @@ class Runtime:
             n = 1
             while (aside := role_dir.with_name(f"{job.role}.interrupted-{n}")).exists():
                 n += 1
+            note_written(role_dir)
+            note_written(aside)
             role_dir.rename(aside)
             self.journal.append(ev.RoleSetAside(loop=job.loop, role=job.role, moved_to=self.paths.rel(aside)))
         self.notify("role", role=job.role, loop=job.loop)
@@ -334,6 +347,7 @@ class Runtime:
         report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)))
         if report is None:
             return None
+        note_written(lp.evidence)
         shutil.rmtree(lp.evidence, ignore_errors=True)
         # Regular files and dirs only: a symlink could point anywhere, a FIFO would block the copy.
         copy_regular_tree(lp.qa_evidence, lp.evidence, MAX_EVIDENCE_FILE_BYTES)

@@ -22,6 +22,7 @@ from ..harness.process import start_ticks
 from ..harness.quota import reset_time
 from ..paths import WorkspacePaths
 from . import events as ev
+from .between import Continuity
 from .guard import Area, Guard
 from .journal import Journal
 from .prompts import template
@@ -84,6 +85,7 @@ class RoleRunner:
         self.max_quota_wait = policy.max_quota_wait_hours * 3600
         self.notify, self.sleep, self.gate, self.stop_requested, self.clock = notify, sleep, gate, stop_requested, clock
         self.limits = limits
+        self.continuity = Continuity()
 
     def home(self, role: str) -> Path:
         """The role's own config home, under its harness's (the jail hides the other roles')."""
@@ -131,9 +133,14 @@ class RoleRunner:
                 idle_timeout=self.idle_timeout, max_output_bytes=self.max_output, resume_session=session,
                 context=job.context, jail=jail, limits=self.limits)
             request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
-            guard = Guard(job.protected(attempt_dir))
+            areas = job.protected(attempt_dir)
+            for found in self.continuity.check(areas):
+                self.journal.append(ev.ViolationBetweenRoles(loop=job.loop, role=job.role, area=found.area,
+                                                             changes=found.changes))
+            guard = Guard(areas)
             result, ended = self._call(adapter, request, attempt_dir)
             violations = guard.check_and_restore()
+            self.continuity.remember(areas)
             usage = usage + result.usage
 
             errors = [v.describe() for v in violations]
