@@ -215,6 +215,10 @@ CASES = [
                   "cat /proc/$PPID/environ >> environ.txt 2>/dev/null; true"}]),
     Case("qa-dumps-environments-into-evidence", "qa",
          [{"run": f"env > {E}/env.txt; cat /proc/*/environ > {E}/environ.txt 2>/dev/null; true"}]),
+    Case("dev-prints-its-key", "developer", [{"run": "env | grep HOH_HOSTILE_SENTINEL > key.txt"}],
+         lambda run: (run.ws / "project/key.txt").read_text().strip() == "HOH_HOSTILE_SENTINEL=hoh-egress-placeholder-key",
+         modes=("bwrap", "off"), guarded=False,
+         sets={"harness.base_url": "http://127.0.0.1:9/v1", "harness.api_key_env": "HOH_HOSTILE_SENTINEL"}),
     Case("planner-greps-for-keys", "planner",
          [{"run": f"grep -r {SENTINEL[:10]} /proc/*/environ > {O}/keys.txt 2>/dev/null; true"}], absent("keys.txt")),
     # -- floods -------------------------------------------------------------------------------------------------

@@ -173,6 +173,9 @@ class HarnessAdapter(ABC):
     `outcome_of`)."""
     login_hosts: ClassVar[tuple[str, ...]] = ()
     """The vendor's hosts the CLI reaches with its own login (no `base_url`), through hoh's egress."""
+    default_api_url: ClassVar[str | None] = None
+    """The vendor's API the CLI uses with an API key and no `base_url`: hoh's egress proxy stands in front
+    of it, so the key stays outside the role. None: such a CLI needs `base_url` for an API key."""
 
     def __init__(self, config: HarnessConfig):
         self.config = config
@@ -249,6 +252,10 @@ class HarnessAdapter(ABC):
     def base_url(self, request: RoleRequest) -> str | None:
         """The model endpoint as the CLI must use it: hoh's proxy for this attempt, else `base_url`."""
         return request.endpoint or self.config.base_url
+
+    def upstream(self) -> str | None:
+        """The model endpoint hoh's egress forwards to: `base_url`, or the vendor's API for an API key."""
+        return self.config.base_url or (self.default_api_url if self.config.api_key_env else None)
 
     def api_key(self) -> str | None:
         """The real key named by `api_key_env`; only hoh's egress proxy ever sends it."""

@@ -45,6 +45,7 @@ class ClaudeAdapter(HarnessAdapter):
     tested_version = "2.1.332"
     supports_resume = True
     login_hosts = ("api.anthropic.com", "console.anthropic.com", "claude.ai")
+    default_api_url = "https://api.anthropic.com"
     own_layer = {"planner": "plan mode, read tools only",
                  "developer": "acceptEdits; Bash in its own sandbox without hoh's jail, in the jail's with it",
                  "qa": "acceptEdits in the evidence dir; Bash in its own sandbox without hoh's jail, in the jail's"}

@@ -27,6 +27,7 @@ class CodexAdapter(HarnessAdapter):
     tested_version = "0.171.0"
     supports_resume = True
     login_hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
+    default_api_url = "https://api.openai.com/v1"
     own_layer = {"planner": "codex sandbox read-only without hoh's jail; in it, the jail is codex's sandbox",
                  "developer": "codex sandbox workspace-write on the project without hoh's jail; in it, the jail",
                  "qa": "codex sandbox workspace-write on the evidence dir without hoh's jail; in it, the jail"}
@@ -60,7 +61,7 @@ class CodexAdapter(HarnessAdapter):
         options = ["--json", "--skip-git-repo-check", "-s", self.sandbox_mode(request), "-c", "approval_policy=never"]
         if self.config.model:
             options += ["-m", self.config.model]
-        if self.config.base_url:
+        if self.base_url(request):  # an endpoint of the user's, or hoh's egress in front of OpenAI's API
             prefix = f"model_providers.{PROVIDER}"
             options += ["-c", f"model_provider={PROVIDER}", "-c", f"{prefix}.name={PROVIDER}",
                         "-c", f"{prefix}.base_url={self.base_url(request)}", "-c", f"{prefix}.wire_api=responses"]
@@ -89,7 +90,7 @@ class CodexAdapter(HarnessAdapter):
             copy_credentials(source, copy)
 
     def logins(self, request: RoleRequest) -> list[tuple[Path, Path]]:
-        if self.config.base_url:
+        if self.config.base_url or self.config.api_key_env:
             return []
         return [(Path.home() / ".codex" / "auth.json", (request.home or Path.home()) / ".codex" / "auth.json")]
 

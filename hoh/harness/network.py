@@ -41,23 +41,23 @@ def _socket_dir() -> Path:
 @contextmanager
 def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_dir: Path) -> Iterator["RoleRequest"]:
     """The request as the CLI must see it while hoh's proxy for this attempt runs."""
-    jail, config = request.jail, adapter.config
+    jail, upstream = request.jail, adapter.upstream()
     jailed = jail is not None and jail.network is Network.egress
-    if not jailed and (jail is not None or not config.base_url):
+    if not jailed and (jail is not None or not upstream):
         yield request
         return
-    hosts = (*jail.allow_hosts, *([] if config.base_url else adapter.login_hosts)) if jail else ()
-    policy = EgressPolicy(upstream=config.base_url, credential=adapter.api_key(), placeholder=PLACEHOLDER_KEY,
+    hosts = (*jail.allow_hosts, *([] if upstream else adapter.login_hosts)) if jail else ()
+    policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), placeholder=PLACEHOLDER_KEY,
                           allow_hosts=tuple(hosts))
     log = attempt_dir / "egress.jsonl"
     if not jailed:
         with EgressProxy(policy, log_path=log) as proxy:
-            yield replace(request, endpoint=inside_base_url(config.base_url, proxy.tcp_port))
+            yield replace(request, endpoint=inside_base_url(upstream, proxy.tcp_port))
         return
     socket_dir = _socket_dir()
     try:
         with EgressProxy(policy, unix_path=socket_dir / "egress.sock", log_path=log) as proxy:
-            endpoint = inside_base_url(config.base_url, INSIDE_PORT) if config.base_url else None
+            endpoint = inside_base_url(upstream, INSIDE_PORT) if upstream else None
             yield replace(request, endpoint=endpoint, proxy_url=f"http://127.0.0.1:{INSIDE_PORT}",
                           jail=replace(jail, egress_socket=proxy.unix_path))
     finally:

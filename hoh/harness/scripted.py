@@ -30,6 +30,7 @@ class ScriptedAdapter(HarnessAdapter):
     def env(self, request: RoleRequest) -> dict[str, str]:
         env = super().env(request)
         env["HOH_SCRIPT_CONTEXT"] = json.dumps({k: str(v) for k, v in request.context.items()})
+        self.forward_api_key(env, request)  # as a real CLI is given it: a placeholder behind hoh's egress
         # The agent imports hoh; keep the interpreter's own import path.
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         return env

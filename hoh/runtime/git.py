@@ -5,7 +5,7 @@
                              (`index` for the project dir, `view-index` for QA's candidate view),
                              `project-config`: PROJECT/.git/config as hoh accepted it
     PROJECT/                 the work tree: WORKSPACE/project, or an existing dir (`--project DIR`)
-    PROJECT/.git             the project's own repository, which agents may use (`ProjectMirror`)
+    PROJECT/.git             the project's own repository, which agents may use (`mirror.ProjectMirror`)
 
 Commits carry a fixed identity and a date derived from the loop number, so the same trees give
 the same commit ids whether or not the run was interrupted and resumed in between. No role can
@@ -16,7 +16,6 @@ agent does in PROJECT/.git can lose a loop.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import stat
 import sys
@@ -24,7 +23,6 @@ import tempfile
 from pathlib import Path
 
 from ..errors import HohError
-from ..fsutil import atomic_write_bytes
 from ..harness.process import call
 
 GIT_TIMEOUT_SECONDS = 1800
@@ -39,7 +37,7 @@ FAST = ("-c", "core.untrackedCache=true", "-c", "gc.auto=0", "-c", "maintenance.
 # enters a submodule; reads no user-level ignore or attributes file, and no commit-graph or
 # multi-pack-index a role could forge. What `-c` cannot undo (a list like `url.*.insteadOf`, a remote
 # named after hoh's path with its own `uploadpack`, a filter driver) only a repository's own config can
-# set: history.git's is hoh's, and PROJECT/.git's must be the one hoh accepted (`ProjectMirror`).
+# set: history.git's is hoh's, and PROJECT/.git's must be the one hoh accepted (`mirror.py`).
 HARDENING = tuple(a for kv in (
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.sshCommand=false", "core.gitProxy=none",
     "core.askPass=", "credential.helper=", "core.pager=cat", "core.editor=false", "sequence.editor=false",
@@ -51,10 +49,6 @@ HARDENING = tuple(a for kv in (
     "status.submoduleSummary=false") for a in ("-c", kv))
 NO_SUBMODULES = "--ignore-submodules=all"
 """For every status and diff of a work tree: a nested repository's own config (a filter) never runs."""
-PROJECT_CONFIG = "project-config"
-"""In history.git: the project's .git/config as hoh accepted it (hoh made the repository, or met it)."""
-MAX_REFS_BYTES = 64 * 1024 * 1024
-OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 class GitError(HohError):
@@ -133,6 +127,7 @@ class History:
         if exclude:
             (self.git_dir / "info").mkdir(exist_ok=True)
             (self.git_dir / "info" / "exclude").write_text("".join(f"{p}\n" for p in exclude))
+        from .mirror import ProjectMirror  # mirror.py builds on this module
         parent = ProjectMirror(self.work_tree, self).backup_refs()
         self.git("read-tree", "--empty")
         self.git("add", "-A")
@@ -383,248 +378,10 @@ def _writable_and_retry(func, path: str, _exc) -> None:
     func(path)
 
 
-class ProjectMirror:
-    """PROJECT/.git: the project's own repository, for the user and for agents (git log, diff, commit).
-
-    hoh publishes each loop's commit and tag into it and points its current branch there; its
-    original refs are backed up in history.git (refs/project/*). A role may commit in it, but a
-    deleted or broken repository, or a moved loop tag, is rebuilt from history.git. Disabled for an
-    existing project that had no .git: hoh never adds one to someone's directory.
-
-    hoh runs git there only on a plain repository (`plain_problems`) whose config is the one hoh
-    accepted; the guard reads its refs without git (`refs`)."""
-
-    ELSEWHERE = ("commondir", "objects/info/alternates", "objects/info/http-alternates", "worktrees",
-                 "config.worktree")
-    """What makes git read a configuration, objects or refs from another place."""
-    NO_LINKS = ("HEAD", "config", "info", "hooks", "objects", "objects/info", "objects/pack", "refs", "logs",
-                "packed-refs", "index")
-
-    def __init__(self, work_tree: Path, history: History, enabled: bool = True):
-        self.work_tree, self.history, self.enabled = work_tree, history, enabled
-        self.git_dir = work_tree / ".git"
-        self._config: bytes | None = None
-
-    def git(self, *args: str) -> str:
-        self.require_plain()
-        return run_git(["--git-dir", str(self.git_dir), "--work-tree", str(self.work_tree), *args],
-                       cwd=self.work_tree)
-
-    def exists(self) -> bool:
-        return (self.git_dir / "HEAD").is_file()
-
-    # ---- what hoh's git may read -----------------------------------------------------------------------
-    def accepted_config(self) -> bytes | None:
-        """The .git/config hoh's git may read: recorded in history.git when hoh first met the repository
-        (a user's, or one hoh made), so no role can change it; None while there is neither."""
-        if self._config is None:
-            record = self.history.git_dir / PROJECT_CONFIG
-            if not record.is_file():
-                if (found := self._config_bytes()) is None:
-                    return None
-                atomic_write_bytes(record, found)
-            self._config = record.read_bytes()
-        return self._config
-
-    def _config_bytes(self) -> bytes | None:
-        path = self.git_dir / "config"
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return b"" if self.git_dir.is_dir() and not self.git_dir.is_symlink() else None
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REFS_BYTES:
-            return None
-        return path.read_bytes()
-
-    def plain_problems(self) -> list[str]:
-        """Why hoh must not run git on this repository: not a real directory, a pointer to a configuration,
-        objects or refs elsewhere, a link among the files git reads, or a config hoh did not accept."""
-        g = self.git_dir
-        if g.is_symlink() or (os.path.lexists(g) and not g.is_dir()):
-            return ["is a link or a file"]
-        if not g.is_dir():
-            return ["does not exist"]
-        found = [f"has {rel}" for rel in self.ELSEWHERE if os.path.lexists(g / rel)]
-        found += [f"has a link at {rel}" for rel in self.NO_LINKS if (g / rel).is_symlink()]
-        found += [f"has a link at {rel}" for part in ("info", "hooks") for rel in _links_under(g, part)]
-        accepted, config = self.accepted_config(), self._config_bytes()
-        if config is None or config != accepted:
-            found.append("has a config hoh did not accept")
-        return found
-
-    def require_plain(self) -> None:
-        if found := self.plain_problems():
-            raise GitError(f"{self.git_dir}: hoh runs git only on a plain repository with the config it "
-                           f"accepted; this one {', '.join(found)}: make it one (a clone without --shared, "
-                           f"no worktrees or links in it)")
-
-    # ---- refs, read without git --------------------------------------------------------------------------
-    def _head(self) -> str:
-        return _small_file(self.git_dir / "HEAD").decode(errors="surrogateescape").strip()
-
-    def refs(self) -> tuple[str, dict[str, str]]:
-        """(HEAD as written in .git/HEAD, every ref → the object it names), from packed-refs and the loose
-        files under refs/, read in Python: checking a role's repository runs no git there. Raises OSError
-        when they cannot be read (a link among them, a packed-refs past MAX_REFS_BYTES)."""
-        refs: dict[str, str] = {}
-        packed = self.git_dir / "packed-refs"
-        if os.path.lexists(packed):
-            for line in _small_file(packed, MAX_REFS_BYTES).splitlines():
-                oid, _, name = line.decode(errors="surrogateescape").partition(" ")
-                if OID.fullmatch(oid) and name:  # not the header, nor a peeled "^oid" line
-                    refs[name] = oid
-        symbolic: dict[str, str] = {}
-        for name in _loose_refs(self.git_dir):
-            text = _small_file(self.git_dir / name).decode(errors="surrogateescape").strip()
-            if text.startswith("ref: "):
-                symbolic[name] = text[5:]
-            elif OID.fullmatch(text):
-                refs[name] = text
-        for name, target in symbolic.items():
-            for _ in range(5):  # git's own limit on symbolic refs to symbolic refs
-                target = symbolic.get(target, target)
-            if target in refs:
-                refs[name] = refs[target]
-        return self._head(), refs
-
-    # ---- hoh's writes ------------------------------------------------------------------------------------
-    def backup_refs(self) -> str | None:
-        """Copy the project's own commits into history.git under refs/project/; return its HEAD commit."""
-        if not self.exists():
-            return None
-        self.require_plain()  # history.git's fetch runs upload-pack there
-        head, refs = self.refs()
-        commit = refs.get(head[5:]) if head.startswith("ref: ") else head
-        if not commit or not OID.fullmatch(commit):
-            return None  # a repository without commits
-        self.history.git("fetch", "-q", "--no-tags", str(self.git_dir), "+refs/*:refs/project/*")
-        return commit
-
-    def _init(self) -> None:
-        """A new repository, with the configuration hoh accepted for this project if it has one."""
-        run_git(["init", "-q", "-b", BRANCH, str(self.work_tree)], cwd=self.work_tree)
-        accepted = self.accepted_config()  # this new one's, when hoh had none yet
-        if accepted is not None and accepted != self._config_bytes():
-            atomic_write_bytes(self.git_dir / "config", accepted)
-
-    def _clear_stale_locks(self, *refs: str) -> None:
-        """A role killed inside a git command leaves *.lock files; no role runs while hoh publishes."""
-        for name in ("index.lock", "HEAD.lock", "packed-refs.lock", *(f"{ref}.lock" for ref in refs)):
-            (self.git_dir / name).unlink(missing_ok=True)
-
-    def publish(self, commit: str, tag: str | None = None, index: Path | None = None) -> None:
-        """Point the project's current branch (and its index) at a loop's commit; tag it. `index`, when
-        given, is an index of exactly that commit over this work tree (hoh's own, just committed): a
-        copy of it spares rebuilding one."""
-        if not self.enabled:
-            return
-        if not os.path.lexists(self.git_dir):
-            self._init()
-        self.require_plain()
-        head = self._head()
-        on_branch = head.startswith("ref: refs/heads/") and _valid_ref(head[5:])
-        branch = head[5:] if on_branch else f"refs/heads/{BRANCH}"
-        self._clear_stale_locks(branch, *([f"refs/tags/{tag}"] if tag else []))
-        refspecs = [f"+{commit}:{branch}"] + ([f"+refs/tags/{tag}:refs/tags/{tag}"] if tag else [])
-        self.git("fetch", "-q", "--no-tags", "--update-head-ok", str(self.history.git_dir), *refspecs)
-        if not on_branch:  # a detached HEAD: give it the branch again
-            self.git("symbolic-ref", "HEAD", branch)
-        if index is not None:
-            copy = self.git_dir / "index.hoh-copy"
-            shutil.copyfile(index, copy)
-            os.replace(copy, self.git_dir / "index")
-        else:
-            self.git("read-tree", commit)  # the index follows; the work tree is that commit already
-
-    def _unusable(self) -> bool:
-        if self.plain_problems() or not self.exists():
-            return True
-        try:
-            head, refs = self.refs()
-        except OSError:
-            return True
-        return head.startswith("ref: ") and head[5:] not in refs
-
-    @staticmethod
-    def ref_problems(head: str, refs: dict[str, str], published: dict[str, str]) -> list[str]:
-        if head.startswith("ref: ") and head[5:] not in refs:
-            return [f"broke .git (HEAD names {head[5:]}, which does not exist)"]
-        tags = {ref[10:]: sha for ref, sha in refs.items() if ref.startswith("refs/tags/loop-")}
-        return [f"moved or deleted tag {name}" for name, commit in sorted(published.items())
-                if tags.get(name) != commit] + [f"created tag {name}" for name in sorted(tags.keys() - published.keys())]
-
-    def restore_config(self) -> None:
-        """Put back the config hoh accepted, over whatever is there now."""
-        accepted = self.accepted_config()
-        if self.git_dir.is_dir() and not self.git_dir.is_symlink() and accepted not in (None, self._config_bytes()):
-            if (self.git_dir / "config").is_symlink():
-                (self.git_dir / "config").unlink()
-            atomic_write_bytes(self.git_dir / "config", accepted)
-
-    def rebuild(self, published: dict[str, str], head: str, anew: bool = False) -> bool:
-        """Put the repository back from history.git: its original refs, hoh's tags, HEAD at `head`, the config
-        hoh accepted; one that is broken, or not plain (what the guard could not put back), is made anew
-        (its own commits lost). Returns whether it was."""
-        self.restore_config()
-        if anew := anew or self._unusable():
-            if self.git_dir.is_symlink() or (os.path.lexists(self.git_dir) and not self.git_dir.is_dir()):
-                self.git_dir.unlink()
-            shutil.rmtree(self.git_dir, ignore_errors=True)
-            self._init()
-            self.git("fetch", "-q", "--no-tags", str(self.history.git_dir), "+refs/project/*:refs/*")
-        for ref in self.refs()[1]:
-            if ref.startswith("refs/tags/loop-") and ref[10:] not in published:
-                self.git("update-ref", "-d", ref)
-        if published:
-            self.git("fetch", "-q", "--no-tags", str(self.history.git_dir),
-                     *(f"+refs/tags/{name}:refs/tags/{name}" for name in published))
-        self.publish(head)
-        return anew
-
-
-def _valid_ref(name: str) -> bool:
-    """git's rules for a ref name (check-ref-format), so one a role wrote in HEAD is never a path outside."""
-    parts = name.split("/")
-    return (len(parts) > 1 and ".." not in name and "@{" not in name and not name.endswith(".")
-            and not re.search(r"[\x00-\x20\x7f~^:?*\[\\]", name)
-            and all(p and not p.startswith(".") and not p.endswith(".lock") for p in parts))
-
-
-def _small_file(path: Path, limit: int = 4096) -> bytes:
-    """A file of a role's repository, read without following a link and at most `limit` bytes."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block hoh
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise OSError(f"{path}: not a small regular file")
-        return os.read(fd, limit)
-    finally:
-        os.close(fd)
-
-
-def _loose_refs(git_dir: Path) -> list[str]:
-    """Names of the loose ref files under refs/ (lock files left out); a link among them is an OSError."""
-    names, stack = [], ["refs"]
-    while stack:
-        rel = stack.pop()
-        try:
-            entries = list(os.scandir(git_dir / rel))
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            name = f"{rel}/{entry.name}"
-            if entry.is_symlink():
-                raise OSError(f"{git_dir / name}: a link among the refs")
-            if entry.is_dir():
-                stack.append(name)
-            elif not name.endswith(".lock"):
-                names.append(name)
-    return names
-
-
-def _links_under(git_dir: Path, part: str) -> list[str]:
-    found = []
-    for dirpath, dirs, files in os.walk(git_dir / part):
-        found += [os.path.relpath(os.path.join(dirpath, n), git_dir) for n in dirs + files
-                  if os.path.islink(os.path.join(dirpath, n))]
-    return found
+def __getattr__(name: str):
+    """`ProjectMirror` lives in mirror.py, which builds on this module: imported on first use, so
+    `from .git import ProjectMirror` still works whichever of the two modules is imported first."""
+    if name == "ProjectMirror":
+        from . import mirror
+        return mirror.ProjectMirror
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

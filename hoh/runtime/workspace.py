@@ -18,9 +18,10 @@ from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_by
 from ..harness import registry
 from ..paths import WorkspacePaths
 from .events import WorkspaceCreated
-from .git import GitError, History, ProjectMirror, run_git
+from .git import GitError, History, run_git
 from .journal import Journal
 from .lock import WorkspaceLock
+from .mirror import ProjectMirror
 
 WORKSPACE_SCHEMA_VERSION = 2
 """2: the authoritative history moved from project/.git to history.git; `project_dir` added."""
