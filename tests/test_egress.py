@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+import hoh
+from hoh.harness.jail import JailSpec, bwrap_argv
+from hoh.harness.network import shim_argv
 from hoh.harness.egress import (INSIDE_PORT, INSIDE_SOCKET, PLACEHOLDER_KEY, Decision, EgressPolicy, EgressProxy,
                                 Kind, inside_base_url, read_log)
 
@@ -453,14 +456,11 @@ def test_a_jailed_cli_reaches_the_model_only_through_the_egress(upstream, tmp_pa
     try:
         policy = EgressPolicy(upstream=f"http://127.0.0.1:{upstream.server_port}/v1", credential=KEY)
         with EgressProxy(policy, unix_path=sock_dir / "egress.sock", log_path=tmp_path / "egress.jsonl") as proxy:
-            argv = [shutil.which("bwrap"), "--die-with-parent", "--unshare-net", "--unshare-pid", "--cap-drop", "ALL",
-                    "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                    # The host's /run hidden (its sockets with it); /run/hoh made on the tmpfs for the bind.
-                    "--tmpfs", "/run", "--dir", str(INSIDE_SOCKET.parent),
-                    "--ro-bind", str(proxy.unix_path), str(INSIDE_SOCKET), "--setenv", "PYTHONPATH", str(REPO),
-                    "--", *SHIM, "--listen", f"127.0.0.1:{INSIDE_PORT}", "--socket", str(INSIDE_SOCKET),
-                    "--", sys.executable, "-c", JAILED_CLIENT, inside_base_url(policy.upstream, INSIDE_PORT),
-                    str(upstream.server_port), PLACEHOLDER_KEY]
+            # hoh's own jail around hoh's own forwarder, as every jailed role attempt gets them.
+            spec = JailSpec(read_only=(Path(hoh.__file__).parent,), egress_socket=proxy.unix_path)
+            client = [sys.executable, "-c", JAILED_CLIENT, inside_base_url(policy.upstream, INSIDE_PORT),
+                      str(upstream.server_port), PLACEHOLDER_KEY]
+            argv = bwrap_argv(spec, shim_argv(client), tmp_path)
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert proc.returncode == 3, proc.stderr
         lines = proc.stdout.splitlines()
