@@ -116,6 +116,9 @@ def load_state(path: Path, required: tuple[str, ...] = ("schema_version",), vers
     return data
 
 
+MAX_COPY_DEPTH = 32
+
+
 def copy_regular_tree(src: Path, dst: Path, max_file_bytes: int) -> list[str]:
     """Copy the regular files and directories under `src` (not a link itself) to `dst`; links, FIFOs,
     sockets, devices and files over `max_file_bytes` are left behind. Returns what was left, by name.
@@ -127,17 +130,34 @@ def copy_regular_tree(src: Path, dst: Path, max_file_bytes: int) -> list[str]:
     stack = [(src, dst, "")]
     while stack:
         here, there, prefix = stack.pop()
-        for entry in os.scandir(here):
+        try:
+            entries = list(os.scandir(here))
+        except OSError:  # a path too long or deep for the system: left behind, never a crash
+            skipped.append(prefix or ".")
+            continue
+        for entry in entries:
             rel = prefix + entry.name
-            st = entry.stat(follow_symlinks=False)
-            if _stat.S_ISDIR(st.st_mode):
-                (there / entry.name).mkdir()
-                stack.append((Path(entry.path), there / entry.name, rel + "/"))
-            elif _stat.S_ISREG(st.st_mode) and st.st_size <= max_file_bytes:
-                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                with os.fdopen(fd, "rb") as fin, open(there / entry.name, "wb") as fout:
-                    while chunk := fin.read(1 << 20):
-                        fout.write(chunk)
-            else:
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if _stat.S_ISDIR(st.st_mode) and rel.count("/") < MAX_COPY_DEPTH:
+                    (there / entry.name).mkdir()
+                    stack.append((Path(entry.path), there / entry.name, rel + "/"))
+                elif _stat.S_ISREG(st.st_mode) and st.st_size <= max_file_bytes:
+                    fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    with os.fdopen(fd, "rb") as fin, open(there / entry.name, "wb") as fout:
+                        while chunk := fin.read(1 << 20):
+                            fout.write(chunk)
+                else:
+                    skipped.append(rel)
+            except OSError:
                 skipped.append(rel)
+    _prune_empty_dirs(dst)
     return skipped
+
+
+def _prune_empty_dirs(root: Path) -> None:
+    """Directories left with nothing copied into them (what was there was left behind) are not kept: a
+    sealed loop holds files only."""
+    for directory, dirs, files in os.walk(root, topdown=False):
+        if directory != str(root) and not os.listdir(directory):
+            os.rmdir(directory)

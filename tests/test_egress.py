@@ -28,6 +28,8 @@ from hoh.harness.egress import (INSIDE_PORT, INSIDE_SOCKET, PLACEHOLDER_KEY, Dec
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "sk-real-secret-0123456789"
+MASKED = "*" * len(KEY)
+"""What the client sees of the key where an upstream echoes it back."""
 SHIM = [sys.executable, "-m", "hoh.harness.egress_shim"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -210,7 +212,8 @@ def test_a_stream_reaches_the_client_before_the_upstream_has_finished(open_route
     rest = response.read()
     assert upstream.finished.is_set()
     events = [json.loads(line[6:]) for line in (first + rest).decode().split("\n\n") if line]
-    assert [e["n"] for e in events] == [0, 1, 2] and events[0]["authorization"] == f"Bearer {KEY}"
+    assert [e["n"] for e in events] == [0, 1, 2] and events[0]["authorization"] == f"Bearer {MASKED}"
+    assert upstream.seen[-1]["headers"]["authorization"] == f"Bearer {KEY}"
     [record] = route.records(1)
     assert record.status == 200 and record.seconds >= 0.3
 
@@ -258,7 +261,8 @@ def test_plain_http_proxying_follows_the_allowlist_and_never_gets_the_key(upstre
         # Sent to the proxy as a proxy (HTTP_PROXY pointing at it): still the model route.
         response = route.request("POST", f"http://127.0.0.1:{proxy.tcp_port}/v1/x", body=b"{}",
                                  headers={"x-api-key": PLACEHOLDER_KEY})
-        assert response.status == 200 and json.loads(response.read())["x-api-key"] == KEY
+        assert response.status == 200 and json.loads(response.read())["x-api-key"] == MASKED
+        assert upstream.seen[-1]["headers"]["x-api-key"] == KEY
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a test certificate")
@@ -283,11 +287,20 @@ def test_an_https_upstream_is_verified_and_gets_the_key(tmp_path, monkeypatch):
             response = Route(proxy.tcp_port, tmp_path, proxy).request(
                 "POST", "/v1/stream", body=b"{}", headers={"Authorization": f"Bearer {PLACEHOLDER_KEY}"})
             assert response.status == 200 and b"data: " in response.read1(65536) and not server.finished.is_set()
-            assert json.loads(response.read().decode().split("\n\n")[-2][6:])["authorization"] == f"Bearer {KEY}"
+            assert json.loads(response.read().decode().split("\n\n")[-2][6:])["authorization"] == f"Bearer {MASKED}"
+            assert server.seen[-1]["headers"]["authorization"] == f"Bearer {KEY}"
         assert server.seen[-1]["headers"]["host"] == f"localhost:{server.server_port}"
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_key_an_upstream_echoes_is_masked_also_when_split_across_chunks():
+    from hoh.harness.egress_handler import Masker
+    mask = Masker(KEY)
+    chunks = [b"before " + KEY[:5].encode(), KEY[5:].encode() + b" and " + KEY.encode()[:-1], KEY.encode()[-1:] + b" end"]
+    out = b"".join(mask.feed(c) for c in chunks) + mask.flush()
+    assert out == b"before " + MASKED.encode() + b" and " + MASKED.encode() + b" end"
 
 
 def test_an_unreachable_upstream_is_a_closed_connection_logged_with_the_host(open_route):
@@ -314,7 +327,8 @@ def test_garbage_and_oversized_headers_are_refused_and_the_proxy_serves_on(open_
     assert route.raw(b"GET /v1/x\r\n\r\n").startswith(b"HTTP/1.1 400 ")  # HTTP/0.9
     assert route.raw(b"GET ftp://x/ HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     response = route.request("POST", "/v1/ok", body=b"{}", headers={"x-api-key": PLACEHOLDER_KEY})
-    assert response.status == 200 and json.loads(response.read())["x-api-key"] == KEY
+    assert response.status == 200 and json.loads(response.read())["x-api-key"] == MASKED
+    assert upstream.seen[-1]["headers"]["x-api-key"] == KEY
     records = route.records(8)
     assert [r.status for r in records] == [400, 400, 431, 431, 400, 400, 400, 200]
     assert all(r.decision == Decision.DENIED for r in records[:-1])
@@ -421,7 +435,8 @@ def test_the_shim_gives_the_cli_its_pid_stdio_and_exit_code(upstream, tmp_path):
             # EOF as soon as the CLI closed its pipes: the forwarder holds no copy of them.
             assert time.monotonic() - started < 1.5
             assert shim.wait(10) == 7 and int(pid) == shim.pid
-            assert json.loads(reply) == {"path": "/v1/x", "body": "hello", "authorization": None, "x-api-key": KEY}
+            assert json.loads(reply) == {"path": "/v1/x", "body": "hello", "authorization": None, "x-api-key": MASKED}
+            assert upstream.seen[-1]["headers"]["x-api-key"] == KEY
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
 
@@ -466,7 +481,8 @@ def test_a_jailed_cli_reaches_the_model_only_through_the_egress(upstream, tmp_pa
         lines = proc.stdout.splitlines()
         assert lines[0] == "direct: refused"  # its own network namespace: the upstream is not on its loopback
         events = [json.loads(line[6:]) for line in lines[1:] if line.startswith("data: ")]
-        assert [e["n"] for e in events] == [0, 1, 2] and events[0]["authorization"] == f"Bearer {KEY}"
+        assert [e["n"] for e in events] == [0, 1, 2] and events[0]["authorization"] == f"Bearer {MASKED}"
+        assert upstream.seen[-1]["headers"]["authorization"] == f"Bearer {KEY}"
         assert upstream.seen[-1]["path"] == "/v1/stream"
         [record] = read_log(tmp_path / "egress.jsonl")
         assert (record.kind, record.status) == (Kind.MODEL, 200)

@@ -196,6 +196,9 @@ CASES = [
          lambda run: not (run.ws / "state/loops/0001/evidence/pipe").exists()),
     Case("qa-floods-evidence", "qa", [{"run": f"head -c 70000000 /dev/zero > {E}/big.bin"}],
          lambda run: not (run.ws / "state/loops/0001/evidence/big.bin").exists()),
+    Case("qa-makes-a-too-deep-evidence-dir", "qa",
+         [{"run": f"cd {E} && for i in $(seq 30); do d=$(printf 'd%.0s' $(seq 200)); mkdir $d && cd $d; done; "
+                  "echo deep > deep.txt"}]),
     Case("qa-cites-state", "qa", [], reply_text='{"schema_version": 1, "loop": 1, "candidate_id": "${candidate_id}", '
          '"verdict": "pass", "criteria": [{"id": "T1.A1", "status": "verified", "evidence": [{"kind": "file", '
          '"ref": "../../../../state/ledger.json", "detail": "x"}]}], "preserved": [], "findings": []}'),
@@ -218,6 +221,9 @@ CASES = [
     Case("dev-prints-its-key", "developer", [{"run": "env | grep HOH_HOSTILE_SENTINEL > key.txt"}],
          lambda run: (run.ws / "project/key.txt").read_text().strip() == "HOH_HOSTILE_SENTINEL=hoh-egress-placeholder-key",
          modes=("bwrap", "off"), guarded=False,
+         sets={"harness.base_url": "http://127.0.0.1:9/v1", "harness.api_key_env": "HOH_HOSTILE_SENTINEL"}),
+    Case("dev-makes-a-huge-sparse-file-in-its-home", "developer", [{"run": "truncate -s 200G $HOME/big.bin"}],
+         home_lacks("developer", "big.bin"), modes=("bwrap", "off"), guarded=False,
          sets={"harness.base_url": "http://127.0.0.1:9/v1", "harness.api_key_env": "HOH_HOSTILE_SENTINEL"}),
     Case("planner-greps-for-keys", "planner",
          [{"run": f"grep -r {SENTINEL[:10]} /proc/*/environ > {O}/keys.txt 2>/dev/null; true"}], absent("keys.txt")),

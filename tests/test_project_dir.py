@@ -112,6 +112,25 @@ def test_a_workspace_inside_the_project_is_never_part_of_it(user_project, tmp_pa
     assert (user_project / "hoh-work" / "state" / "journal.jsonl").exists()
 
 
+def test_a_gitignore_that_unignores_the_workspace_inside_cannot_commit_or_clean_it(user_project, tmp_path):
+    # The workspace's own ignore lines are hoh's, but a role's .gitignore outranks them; hoh's pathspecs do not.
+    spec = write_spec(tmp_path, 2)
+    script = yaml.safe_load((tmp_path / "script.yaml").read_text())
+    script["loops"][1]["developer"]["actions"].append({"run": "printf '!/hoh-work/\\n!/hoh-work/**\\n' >> .gitignore"})
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    result = run_hoh("build", spec, "--project", ".", "--loops", "1", "-w", "hoh-work", "-q", cwd=user_project)
+    assert result.returncode == 0, result.stderr
+    ws = user_project / "hoh-work"
+    journal = (ws / "state" / "journal.jsonl").read_text()
+    tree = git(ws, "--git-dir", "history.git", "ls-tree", "-r", "--name-only", "loop-0001").split()
+    assert "!/hoh-work/" in (user_project / ".gitignore").read_text()  # the Developer's line is in
+    assert not any(name.startswith("hoh-work") for name in tree)
+    resumed = run_hoh("resume", "-w", ws, "--loops", "1", "-q")    # a reset and clean of the project
+    assert resumed.returncode == 0, resumed.stderr
+    assert (ws / "state" / "journal.jsonl").read_text().startswith(journal)
+    assert run_hoh("status", "-w", ws, "--verify").returncode == 0
+
+
 @pytest.mark.parametrize("case", ["missing", "file", "workspace", "inside"])
 def test_bad_project_dirs_are_one_line_errors(case, tmp_path):
     spec, ws = write_spec(tmp_path, 1), tmp_path / "ws"

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+
+import pytest
 
 from conftest import mini_script, run_hoh
 
 from hoh.fsutil import atomic_write_text
+from hoh.harness.limits import _cgroup_dirs
 from hoh.runtime.between import Continuity
 from hoh.runtime.guard import FileArea
 
@@ -44,7 +48,9 @@ def test_a_process_an_unjailed_developer_left_cannot_forge_state_at_the_freeze(m
               "(w / 'state/forged.json').write_text('{}')\"")
     dev["actions"] = [{"run": f"WS=${{workspace}} setsid {forger} > /dev/null 2>&1 &"}] + dev["actions"]
     p = make_project(script)
-    result = run_hoh("build", p.spec, "--loops", "1", "-w", p.ws, "-q", "--set", "sandbox.mode=off")
+    # No cgroup for the attempt, or it would end the forger with the Developer's attempt (the next test).
+    result = run_hoh("build", p.spec, "--loops", "1", "-w", p.ws, "-q", "--set", "sandbox.mode=off",
+                     "--set", "sandbox.limits.processes=null")
     assert result.returncode == 0, result.stderr
     assert not p.state("forged.json").exists()
     journal = [json.loads(line) for line in p.state("journal.jsonl").read_text().splitlines()]
@@ -55,3 +61,15 @@ def test_a_process_an_unjailed_developer_left_cannot_forge_state_at_the_freeze(m
         assert between[0]["role"] == "qa" and between[0]["changes"] == ["created forged.json (between roles)"]
         status = json.loads(run_hoh("status", "-w", p.ws, "--json").stdout)
         assert status["loops"][0]["violations"]["between roles"] == 1
+
+
+@pytest.mark.skipif(_cgroup_dirs("processes") is None, reason="no cgroup can be made for an attempt here")
+def test_an_unjailed_roles_detached_process_ends_with_its_attempt_where_a_cgroup_holds_it(make_project):
+    script = mini_script(1)
+    dev = script["loops"][1]["developer"]
+    dev["actions"] = [{"run": "setsid sh -c 'sleep 3; echo late > late.txt' > /dev/null 2>&1 &"}] + dev["actions"]
+    p = make_project(script)
+    result = run_hoh("build", p.spec, "--loops", "1", "-w", p.ws, "-q", "--set", "sandbox.mode=off")
+    assert result.returncode == 0, result.stderr
+    time.sleep(4)
+    assert not (p.ws / "project" / "late.txt").exists()

@@ -133,3 +133,17 @@ def test_a_clis_home_is_scrubbed_of_its_login_tokens_and_the_login_itself_kept(t
         ".codex/sessions/rollout.jsonl"]
     assert token.encode() not in rollout.read_bytes() and rollout.stat().st_size == size  # sqlite pages keep their place
     assert token in (home / ".codex" / "auth.json").read_text()  # the CLI still logs in next time
+
+
+def test_links_a_role_left_in_its_home_are_gone_before_hoh_writes_there(tmp_path):
+    from hoh.config import HarnessConfig
+    from hoh.harness import registry
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    request = _scripted_request(tmp_path, JailSpec(network=Network.none))
+    (request.home / ".pi").symlink_to(outside)  # what hoh's prepare of a CLI would write through, as root
+    adapter = registry.create(HarnessConfig(name="scripted", script=str(tmp_path / "script.yaml")))
+    attempt = tmp_path / "attempt"
+    attempt.mkdir()
+    adapter.run(request, attempt)
+    assert not (request.home / ".pi").is_symlink() and list(outside.iterdir()) == []

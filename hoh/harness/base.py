@@ -28,7 +28,7 @@ from .limits import AttemptLimits, Limits
 from .network import attempt_egress, proxy_env, shim_argv
 from .process import ProcessResult, call, run_process
 from .quota import QUOTA_REGEX
-from .secrets import copy_credentials, login_secrets, redact, redact_files, scrub_tree
+from .secrets import copy_credentials, login_secrets, redact, redact_files, scrub_tree, unlink_links
 from .usage import Usage
 
 __all__ = ["Usage", "copy_credentials", "redact", "redact_files"]  # re-exported for the adapters
@@ -351,6 +351,8 @@ class HarnessAdapter(ABC):
         return argv, env
 
     def _run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None) -> HarnessResult:
+        if request.home is not None:
+            unlink_links(request.home)
         self.prepare(request)
         argv, env = self._argv_env(request)
         atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(self.cwd(request)),

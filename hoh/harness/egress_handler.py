@@ -307,7 +307,9 @@ class _Handler(BaseHTTPRequestHandler):
         return headers
 
     def stream_back(self, response: http.client.HTTPResponse) -> None:
-        """Status, headers and body to the client as they arrive; re-chunked when the length is unknown."""
+        """Status, headers and body to the client as they arrive; re-chunked when the length is unknown. The
+        credential never goes back in (a gateway that echoes its request): masked at the same length."""
+        mask = Masker(self.server.policy.credential)
         rechunk = response.length is None  # http.client has set 0 where there is no body (HEAD, 204, 304)
         drop = _hop_by_hop(response.headers) | ({"content-length"} if rechunk else set())
         self.ex.status = response.status
@@ -315,15 +317,41 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response_only(response.status, response.reason)
             for name, value in response.getheaders():
                 if name.lower() not in drop:
-                    self.send_header(name, value)
+                    self.send_header(name, self.server.policy.redact(value))
             if rechunk:
                 self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Connection", "close")
             self.end_headers()
-            while data := response.read1(BUFSIZE):
+            while chunk := response.read1(BUFSIZE):
+                if data := mask.feed(chunk):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if rechunk else data)
+                self.ex.down += len(chunk)
+            if data := mask.flush():
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if rechunk else data)
-                self.ex.down += len(data)
             if rechunk:
                 self.wfile.write(b"0\r\n\r\n")
         except (OSError, http.client.HTTPException) as exc:
             self.ex.reason = f"the stream ended early: {_why(exc)}"  # the status is sent: all left is to close
+
+
+class Masker:
+    """A secret masked in a byte stream at its own length (a Content-Length stays true), also when it is
+    split across chunks: only a chunk's tail that could begin the secret is held back, until the next."""
+
+    def __init__(self, secret: str | None):
+        self.secret = secret.encode() if secret else b""
+        self.held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self.secret:
+            return data
+        data = (self.held + data).replace(self.secret, b"*" * len(self.secret))
+        keep = next((n for n in range(min(len(self.secret) - 1, len(data)), 0, -1)
+                     if self.secret.startswith(data[-n:])), 0)
+        self.held = data[len(data) - keep:] if keep else b""
+        return data[:len(data) - keep] if keep else data
+
+    def flush(self) -> bytes:
+        held, self.held = self.held, b""
+        return held
+

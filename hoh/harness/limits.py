@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 import os
 import resource
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -104,12 +106,33 @@ class AttemptLimits:
         return enter
 
     def close(self) -> None:
+        """End whatever of the attempt is still running (a process it detached without a jail to take it down),
+        then remove its cgroups."""
         for group in self.groups:
+            kill_all(group)
             try:
                 group.rmdir()
             except OSError:
                 pass  # a process still leaving; `sweep` removes it later
         self.groups = []
+
+
+def kill_all(group: Path, tries: int = 20) -> None:
+    """SIGKILL every process of a cgroup until none is left (a fork between reading and killing is caught by
+    the next round)."""
+    for _ in range(tries):
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
 
 
 def sweep() -> None:

@@ -65,7 +65,8 @@ def npm_hosts() -> set[str]:
     if (npm := shutil.which("npm")) is None:
         return set()
     try:
-        result = call([npm, "config", "get", "registry"], timeout=30)
+        # From /, not hoh's cwd: a project's own .npmrc (a role can write one) must not choose the registry.
+        result = call([npm, "config", "get", "registry"], cwd=Path("/"), timeout=30)
     except OSError:
         return set()
     host = _host(result.stdout.decode(errors="replace")) if result.ok else None
@@ -73,7 +74,8 @@ def npm_hosts() -> set[str]:
 
 
 def apt_hosts() -> set[str]:
-    files = [APT_SOURCES, *sorted((APT_SOURCES.parent / "sources.list.d").glob("*"))]
+    parts = APT_SOURCES.parent / "sources.list.d"  # apt reads only these names (not *.disabled, *.save)
+    files = [APT_SOURCES, *sorted(parts.glob("*.list")), *sorted(parts.glob("*.sources"))]
     hosts: set[str] = set()
     for path in files:
         try:

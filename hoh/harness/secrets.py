@@ -16,6 +16,10 @@ from typing import Iterable
 
 MIN_SECRET_CHARS = 12
 """Shorter strings of a login file are ids and flags, not credentials; masking them would mangle text."""
+MAX_SCRUB_BYTES = 256 * 2**20
+"""A CLI's home holds transcripts and small databases; a larger file there (a role can make a sparse one of
+any size) is removed rather than read."""
+CHUNK = 1 << 20
 
 
 def redact(text: str, secrets: list[str]) -> str:
@@ -45,6 +49,19 @@ def copy_credentials(source: Path, dest: Path) -> None:
         fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(source.read_bytes())
+
+
+def unlink_links(home: Path) -> None:
+    """Remove every link a role left in its home (and the home itself if it is one): hoh writes the CLI's
+    configuration there as root, and must never follow a link out of it."""
+    if home.is_symlink():
+        home.unlink()
+    home.mkdir(parents=True, exist_ok=True)
+    for directory, dirs, files in os.walk(home):
+        for name in (*dirs, *files):
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                os.unlink(path)
 
 
 def login_secrets(path: Path) -> list[str]:
@@ -80,15 +97,35 @@ def scrub_tree(root: Path, secrets: Iterable[str], keep: Iterable[Path] = ()) ->
             if path in kept or os.path.islink(path) or not os.path.isfile(path):
                 continue
             try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
+                if os.path.getsize(path) > MAX_SCRUB_BYTES:
+                    os.unlink(path)
+                    changed.append(os.path.relpath(path, root))
+                elif _scrub_file(path, needles):
+                    changed.append(os.path.relpath(path, root))
             except OSError:
                 continue
+    return changed
+
+
+def _scrub_file(path: str, needles: list[bytes]) -> bool:
+    """Mask the needles in place, a chunk at a time; chunks overlap by the longest needle, so a secret that
+    straddles two chunks is found too."""
+    overlap = max(len(n) for n in needles) - 1
+    changed = False
+    with open(path, "r+b") as fh:
+        offset = 0
+        while True:
+            fh.seek(offset)
+            data = fh.read(CHUNK + overlap)
+            if not data:
+                return changed
             cleaned = data
             for needle in needles:
                 cleaned = cleaned.replace(needle, b"*" * len(needle))
             if cleaned != data:
-                with open(path, "r+b") as fh:
-                    fh.write(cleaned)
-                changed.append(os.path.relpath(path, root))
-    return changed
+                fh.seek(offset)
+                fh.write(cleaned)
+                changed = True
+            if len(data) <= CHUNK:
+                return changed
+            offset += CHUNK

@@ -102,6 +102,43 @@ class History:
         while the tree was known clean at that commit: the next role's snapshot needs no new scan."""
         self.flattened: list[str] = []
         """The embedded repositories the last `commit_all` made content (their .git removed), sorted."""
+        self._outside: list[str] | None = None
+
+    @property
+    def outside_file(self) -> Path:
+        return self.git_dir / "hoh-outside"
+
+    def outside(self) -> list[str]:
+        """Pathspecs that keep a workspace inside the project out of every scan, add and clean. Ignore lines
+        are not enough: a role's `.gitignore` (`!/ws/`) outranks history.git's info/exclude, and hoh would
+        commit its own state and `git clean` it away; no ignore file outranks a pathspec. (The patterns are
+        kept in `hoh-outside`, not info/exclude: git refuses an exclude pathspec naming an ignored path.)"""
+        if self._outside is None:
+            try:
+                lines = self.outside_file.read_text().split()
+            except OSError:
+                lines = []
+            self._outside = [f":(exclude,top,glob){p.strip('/')}/**" if "*" in p else f":(exclude,top){p.strip('/')}"
+                             for p in lines if p.startswith("/")]
+        return self._outside
+
+    def move_outside_patterns(self) -> None:
+        """A workspace made before `hoh-outside` kept its patterns in info/exclude: move them (at open, before
+        any role runs)."""
+        exclude = self.git_dir / "info" / "exclude"
+        if self.outside_file.exists() or not exclude.is_file() or exclude.is_symlink():
+            return
+        lines = exclude.read_text().splitlines()
+        ours = [line for line in lines if line.startswith("/")]
+        if ours:
+            self.outside_file.write_text("".join(f"{p}\n" for p in ours))
+            exclude.write_text("".join(f"{line}\n" for line in lines if line not in ours))
+            self._outside = None
+
+    def _scan(self, *args: str) -> list[str]:
+        """`args` over the whole work tree but a workspace inside it."""
+        outside = self.outside()
+        return [*args, "--", *outside] if outside else list(args)
 
     @property
     def index(self) -> Path:
@@ -125,12 +162,11 @@ class History:
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
         run_git(["init", "-q", "--bare", "-b", BRANCH, str(self.git_dir)], cwd=self.git_dir.parent)
         if exclude:
-            (self.git_dir / "info").mkdir(exist_ok=True)
-            (self.git_dir / "info" / "exclude").write_text("".join(f"{p}\n" for p in exclude))
+            self.outside_file.write_text("".join(f"{p}\n" for p in exclude))
         from .mirror import ProjectMirror  # mirror.py builds on this module
         parent = ProjectMirror(self.work_tree, self).backup_refs()
         self.git("read-tree", "--empty")
-        self.git("add", "-A")
+        self.git(*self._scan("add", "-A"))
         return self.commit(message, parent=parent, loop=0)
 
     # ---- queries -------------------------------------------------------------------------------
@@ -167,7 +203,7 @@ class History:
             return  # nothing has run in the project since hoh last made it this commit
         self.clear_stale_locks()
         self.git("reset", "-q", "--hard", commit)
-        self.git("clean", "-q", "-ffd")
+        self.git(*self._scan("clean", "-q", "-ffd"))
         self.clean_at = commit
 
     def empty_worktree(self) -> None:
@@ -188,10 +224,10 @@ class History:
         self.git("reset", "-q", "--soft", parent)
         self.flattened = []
         try:
-            self.git("add", "-A")
+            self.git(*self._scan("add", "-A"))
         except GitError:  # an embedded repository without a commit, which git cannot record at all
             self.flattened = self._flatten_untracked()
-            self.git("add", "-A")
+            self.git(*self._scan("add", "-A"))
         while gitlinks := self._changed_gitlinks(parent):  # what git recorded as gitlinks
             if set(gitlinks) & set(self.flattened):
                 raise GitError(f"{self.work_tree}: cannot make the embedded repositories {gitlinks} content")
@@ -249,7 +285,7 @@ class History:
         """A git command over literal paths (no pathspec magic in a role's file names), in argv-sized
         chunks; with no paths, over the whole tree."""
         if not paths:
-            return self.git(*args, binary=binary)
+            return self.git(*self._scan(*args), binary=binary)
         outs = [self.git("--literal-pathspecs", *args, "--", *paths[i:i + 1000], binary=binary)
                 for i in range(0, len(paths), 1000)]
         return b"\0".join(outs) if binary else "\n".join(outs)
@@ -338,7 +374,8 @@ class History:
     def created(self, work_tree: Path, index: Path, *pathspec: str) -> list[str]:
         """Files and directories not in `index` (ignored ones included), untracked directories as one entry."""
         spec = ["--", *pathspec] if pathspec else []
-        out = self.git("ls-files", "-z", "--others", "--directory", *spec, work_tree=work_tree, index=index,
+        scan = self._scan if work_tree == self.work_tree and not pathspec else lambda *args: list(args)
+        out = self.git(*scan("ls-files", "-z", "--others", "--directory", *spec), work_tree=work_tree, index=index,
                        binary=True)
         return [f"created {_path(name)}" for name in out.split(b"\0") if name]
 
@@ -346,8 +383,9 @@ class History:
         """`changes` in one git call, for a work tree whose index equals HEAD (the project after a reset,
         QA's view of the commit HEAD names): `git status` also compares the index with HEAD, cheaply
         then, and its differences are not the work tree's, so they are left out."""
-        out = self.git("status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=normal",
-                       "--ignored=matching", NO_SUBMODULES, work_tree=work_tree, index=index, binary=True)
+        scan = self._scan if work_tree == self.work_tree else lambda *args: list(args)
+        out = self.git(*scan("status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=normal",
+                             "--ignored=matching", NO_SUBMODULES), work_tree=work_tree, index=index, binary=True)
         found = []
         for entry in out.split(b"\0"):
             if len(entry) < 4:

@@ -28,6 +28,9 @@ from .git import History
 from .seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
+MAX_HASH_BYTES = 256 * 1024 * 1024
+"""A larger file (a role can make a sparse one of any size) is known by its stat, not read: hashing it
+would hold up every later role's guard."""
 Fingerprint = dict[str, str]
 
 
@@ -82,6 +85,8 @@ def _identity(path: str, st: os.stat_result, cache: HashCache) -> str:
         return "link:" + os.readlink(path)
     if stat.S_ISDIR(st.st_mode):
         return f"dir:{mode:o}"
+    if stat.S_ISREG(st.st_mode) and st.st_size > MAX_HASH_BYTES:
+        return f"large-{st.st_size}-{st.st_mtime_ns}-{st.st_ino}:{mode:o}"
     if stat.S_ISREG(st.st_mode):
         return f"{cache.digest(path, st)}:{mode:o}"
     return f"special:{stat.S_IFMT(st.st_mode):o}"  # a FIFO or socket: never opened (a FIFO would block)

@@ -161,6 +161,7 @@ class Runtime:
                 if reap(pid, ticks):
                     journal.append(ev.OrphanReaped(pid=pid))
             workspace.history.clear_stale_locks()
+            workspace.history.move_outside_patterns()
             clear_temp_files(workspace)
             sweep_cgroups()
             check_sealed_state(workspace, history)
