@@ -294,9 +294,15 @@ def test_each_role_sees_only_its_own_harness_home(tmp_path):
                      "qa": ws.paths.scratch / "homes/codex/qa"}
     for home in homes.values():
         home.mkdir(parents=True)
+    from dataclasses import replace
+
+    from hoh.harness.jail import bwrap_argv
     for role, own in homes.items():
-        jail = runtime.jobs._jail(role)
-        assert own not in jail.hidden and set(homes.values()) - {own} <= set(jail.hidden)
+        jail = runtime.jobs._jail(role, [ws.paths.spec])
+        argv = bwrap_argv(replace(jail, writable=(*jail.writable, own)), ["true"], own)  # as the runner adds it
+        assert ("--bind", str(own), str(own)) in zip(argv, argv[1:], argv[2:])
+        # The other roles' homes are not in its filesystem at all (no hiding needed), nor is the homes dir.
+        assert not [a for a in argv if a.startswith(str(ws.paths.scratch / "homes")) and not a.startswith(str(own))]
 
 
 # ---- status in a narrow terminal ------------------------------------------------------------------
