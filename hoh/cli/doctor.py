@@ -40,7 +40,9 @@ def _network(config: HohConfig, role: str) -> str:
         return "none: its own network namespace, no way out"
     hosts = getattr(sandbox.allow_hosts, role)
     hosts = list(registry_hosts()) if hosts is None else hosts
-    model = f"the model endpoint {endpoint}" if endpoint else "the harness's own login hosts"
+    builtin = registry.create(config.harness).executable is None
+    model = (f"the model endpoint {endpoint}" if endpoint else
+             "no model endpoint (the harness runs in-process)" if builtin else "the harness's own login hosts")
     others = ", ".join(hosts) if hosts else "nothing else"
     return f"its own network namespace; out only through hoh's egress proxy: {model}; {others}; every connection logged"
 
