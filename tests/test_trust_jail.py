@@ -70,7 +70,6 @@ def test_doctor_reports_each_roles_capabilities_view_network_credential_and_limi
     assert report["roles"]["qa"]["limits"]["tmp_mb"] == 64
     assert "placeholder" in report["harnesses"][0]["credential"]
     assert "http://127.0.0.1:9/v1" in report["roles"]["developer"]["network"]
-    assert os.environ.get("HOH_DOCTOR_KEY") is None
 
 
 def _scripted_request(tmp_path: Path, jail: JailSpec):
