@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .runtime.workspace import create_workspace, open_workspace
+from .store.workspace import create_workspace, open_workspace
 
 if TYPE_CHECKING:
     from .config import HohConfig
@@ -51,8 +51,8 @@ def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | N
 def stop(workspace: Path) -> str:
     """Ask the hoh running in `workspace` to stop after its current role attempt; returns its pid."""
     from .errors import UsageError
-    from .runtime.lock import lock_held
-    from .runtime.stop import StopFile
+    from .store.lock import lock_held
+    from .store.stop import StopFile
     ws = open_workspace(Path(workspace))
     if not lock_held(ws.paths.root):
         raise UsageError(f"no hoh is running in {ws.paths.root}; nothing to stop")
@@ -65,13 +65,13 @@ def stop(workspace: Path) -> str:
 
 def status(workspace: Path) -> dict:
     """The workspace summary `hoh status --json` prints."""
-    from .runtime.status import workspace_status
+    from .store.status import workspace_status
     return workspace_status(open_workspace(Path(workspace)))
 
 
 def verify(workspace: Path, repair: bool = False) -> dict:
     """Re-hash everything finished loops left (`hoh status --verify`); with `repair`, restore sealed files."""
-    from .runtime.verify import verify_workspace
+    from .store.verify import verify_workspace
     return verify_workspace(open_workspace(Path(workspace)), repair)
 
 

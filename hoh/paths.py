@@ -7,7 +7,7 @@
       hoh.lock                  held by the one hoh process working here
       hoh.stop                  a stop request from `hoh stop` (the run ends after its current role attempt)
       history.git/              the authoritative history, written by hoh alone: loop t is commit + tag
-                                `loop-000t` on `main`; sealed state (refs/hoh/sealed); see runtime/git.py
+                                `loop-000t` on `main`; sealed state (refs/hoh/sealed); see store/git.py
       project/                  A_t, the work tree (or the `--project DIR` recorded in workspace.json);
                                 its own .git mirrors the loop commits for users and agents
       scratch/                  disposable: role homes, QA's view of the candidate, QA's evidence

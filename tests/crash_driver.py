@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from hoh import api, fsutil
-from hoh.runtime.journal import Journal
+from hoh.store.journal import Journal
 
 mode, target, workspace = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 seen = 0

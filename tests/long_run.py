@@ -4,7 +4,7 @@ A real scripted build costs about a second per loop, so a 200-loop history is sy
 through the real pieces wherever they exist: `create_workspace` (identity, config, spec, git repo),
 `Ledger.apply_loop` (issues opened, closed, reopened; behaviours verified and broken), `plan_markdown`,
 `dump_json`, and a real git history (one commit and tag per candidate, via `git fast-import`). The
-journal carries the Runtime's own event classes (`hoh.runtime.events`) on a simulated clock, and every state
+journal carries the Runtime's own event classes (`hoh.store.events`) on a simulated clock, and every state
 file validates against `schemas/` (checked in test_report.py), so drift from the real format shows.
 
 Shape: three tasks per loop, QA checks with evidence files (some long, to exercise cutting), 0–3
@@ -23,12 +23,12 @@ from typing import Any
 from hoh.config import HohConfig, apply_overrides
 from hoh.evidence.ledger import Ledger
 from hoh.fsutil import dump_json
-from hoh.harness.base import Usage
+from hoh.usage import Usage
 from hoh.paths import WorkspacePaths
-from hoh.runtime import events as ev
-from hoh.runtime.git import EPOCH
+from hoh.store import events as ev
+from hoh.store.git import EPOCH
 from hoh.runtime.planmd import plan_markdown
-from hoh.runtime.workspace import create_workspace
+from hoh.store.workspace import create_workspace
 
 SPEC = "# Spire of Numbers\n\nA turn-based deck-building game, built over many loops.\n"
 MODEL = "openai/gpt-5.5"

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_hoh
 
-from hoh.harness.base import Usage
+from hoh.usage import Usage
 from hoh.harness.process import call
 from hoh.markers import fact_line, find_fact, find_role_marker, role_marker
 from hoh.resources import schema_errors
-from hoh.runtime import events as ev
-from hoh.runtime.journal import Journal, RunHistory
+from hoh.store import events as ev
+from hoh.store.journal import Journal, RunHistory
 
 PACKAGE = REPO / "hoh"
 
@@ -35,7 +35,7 @@ def string_constants(path: Path) -> set[str]:
 
 def test_only_the_journal_spells_event_kinds():
     kinds = set(ev.KINDS)
-    home = {PACKAGE / "runtime" / "events.py", PACKAGE / "runtime" / "journal.py"}
+    home = {PACKAGE / "store" / "events.py", PACKAGE / "store" / "journal.py"}
     offenders = {f"{path.relative_to(REPO)}: {sorted(found)}" for path in modules() if path not in home
                  for found in [string_constants(path) & kinds] if found}
     assert not offenders, "event kinds spelt outside the journal's vocabulary: " + "; ".join(sorted(offenders))
@@ -166,3 +166,67 @@ def test_a_build_checks_its_harness_once(tmp_path, monkeypatch):
     project = Project(tmp_path, mini_script(1))
     assert project.build(1).status == "finished"
     assert len(calls) == 1
+
+
+# The house's floors, bottom first: a module may import its own floor's package and anything below it, never
+# above. The ground floor's single modules (config, paths, usage, ...) may import each other.
+FLOORS = [
+    {"hoh", "errors", "config", "fsutil", "paths", "plans", "markers", "resources", "usage", "records", "statuses"},
+    {"evidence", "harness"},
+    {"testing"},
+    {"store"},
+    {"runtime"},
+    {"api"},
+    {"taskrun"},
+    {"harbor"},
+    {"bench"},
+    {"report"},
+    {"cli"},
+    {"__main__"},
+]
+FLOOR = {unit: n for n, units in enumerate(FLOORS) for unit in units}
+
+
+def imported_units(rel: str, source: str) -> set[str]:
+    """The top-level hoh units (`store`, `config`, ...) one module imports, lazy and TYPE_CHECKING ones included."""
+    me = ["hoh", *Path(rel).with_suffix("").parts]
+    package = me if rel.endswith("__init__.py") else me[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                names = [".".join(base + [node.module])] if node.module else [".".join(base + [a.name]) for a in node.names]
+            else:
+                names = [node.module or ""]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found |= {(name.split(".") + ["hoh"])[1] for name in names if name.split(".")[0] == "hoh"}
+    return {unit for unit in found if unit != "__version__"}
+
+
+def layer_violations(sources: dict[str, str]) -> list[str]:
+    """Every import that points up (or sideways between two packages of one floor)."""
+    bad = []
+    for rel, source in sources.items():
+        me = Path(rel).parts[0].removesuffix(".py")
+        for unit in imported_units(rel, source) - {me}:
+            if unit not in FLOOR or me not in FLOOR:
+                bad.append(f"{rel}: {unit!r} or {me!r} has no floor in FLOORS")
+            elif FLOOR[unit] > FLOOR[me] or (FLOOR[unit] == FLOOR[me] and FLOOR[me] != 0):
+                bad.append(f"{rel} imports hoh.{unit}")
+    return bad
+
+
+def test_imports_point_down_the_floors_only():
+    sources = {path.relative_to(PACKAGE).as_posix(): path.read_text() for path in modules()}
+    assert layer_violations(sources) == []
+
+
+def test_a_store_module_importing_the_engine_is_caught():
+    planted = {"store/x.py": "def f():\n    from ..runtime.loop import Runtime\n",
+               "evidence/y.py": "from hoh.harness import registry\n",
+               "store/z.py": "from .journal import Journal\nfrom ..usage import Usage\n"}
+    assert layer_violations(planted) == ["store/x.py imports hoh.runtime", "evidence/y.py imports hoh.harness"]

@@ -18,7 +18,7 @@ from conftest import run_hoh
 from harbor_env import EXAMPLES, bench_runs, harbor  # noqa: F401 - fixtures
 
 from hoh.bench.results import trial_results
-from hoh.runtime.journal import Journal, RunHistory
+from hoh.store.journal import Journal, RunHistory
 
 TASKS = ["csvstat", "kvstore", "roman", "rpn", "wordfreq"]
 

@@ -15,7 +15,7 @@ from test_resume import snapshot
 
 from hoh import api
 from hoh.config import HarnessConfig, HohConfig, PriceConfig, apply_overrides
-from hoh.harness.base import Usage
+from hoh.usage import Usage
 from hoh.harness.pricing import cost_usage, priced_cost, table_cost
 
 TOKENS = {"planner": 1000, "developer": 2000, "qa": 1000}

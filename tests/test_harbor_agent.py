@@ -18,7 +18,7 @@ from harbor_env import EXAMPLES, Trial, copy_task, harbor  # noqa: F401 - harbor
 
 from hoh import api
 from hoh.config import HohConfig
-from hoh.runtime.journal import Journal, RunHistory
+from hoh.store.journal import Journal, RunHistory
 from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM
 

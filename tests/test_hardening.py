@@ -12,7 +12,7 @@ import time
 
 from conftest import mini_script, run_hoh
 
-from hoh.runtime.lock import WorkspaceLock
+from hoh.store.lock import WorkspaceLock
 
 # These tests exercise hoh's guard by itself: with the OS jail on, the writes would not even happen
 # (tests/test_hostile.py holds the same behaviours jailed).

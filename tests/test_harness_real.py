@@ -375,7 +375,7 @@ def pi_reported_cost(attempt: Path) -> float:
 
 @pytest.mark.parametrize("case", ["harness", "table", "unknown"])
 def test_pi_costs_are_its_own_figure_else_the_table_else_unknown(case, tmp_path):
-    from hoh.harness.base import Usage
+    from hoh.usage import Usage
     from hoh.harness.pricing import table_cost
     p = one_loop_project(tmp_path)
     mini = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))

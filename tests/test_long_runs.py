@@ -280,10 +280,10 @@ def test_per_role_models_are_recorded_with_their_tokens_and_cost(tmp_path):
 
 def test_each_role_sees_only_its_own_harness_home(tmp_path):
     from hoh.config import apply_overrides
-    from hoh.runtime.journal import Journal
+    from hoh.store.journal import Journal
     from hoh.runtime.loop import Runtime
     from hoh.runtime.setup import role_adapters
-    from hoh.runtime.workspace import create_workspace
+    from hoh.store.workspace import create_workspace
     p = new_project(tmp_path, metered(1))
     config = apply_overrides(p.config(1), ["roles.planner.harness=pi", "roles.qa.harness=codex"])
     ws = create_workspace(p.ws, p.spec, config)
@@ -400,7 +400,7 @@ def test_new_events_replay_on_resume_after_kill_9(tmp_path):
     wait_for(p, lambda e: e["event"] == "quota_wait")
     os.kill(build.pid, signal.SIGKILL)
     build.wait()
-    from hoh.runtime.journal import Journal, RunHistory
+    from hoh.store.journal import Journal, RunHistory
     history = RunHistory.read(Journal(p.state("journal.jsonl")))
     assert history.quota_wait is not None and history.run_finished is None
     assert status(p.ws)["state"] == "interrupted" and status(p.ws)["paused_until"] is None

@@ -235,7 +235,7 @@ def test_a_live_run_is_reported_as_far_as_it_got(make_project, tmp_path):
 
 def test_a_workspace_with_no_loop_yet(tmp_path):
     from hoh.config import HohConfig
-    from hoh.runtime.workspace import create_workspace
+    from hoh.store.workspace import create_workspace
 
     ws = create_workspace(tmp_path / "ws", DEMO / "spec.md", HohConfig()).paths.root
     result = run_hoh("report", "-w", ws)

@@ -16,7 +16,7 @@ from conftest import DEMO, REPO, mini_script, run_hoh
 
 from hoh import api
 from hoh.errors import WorkspaceBusy
-from hoh.runtime.lock import WorkspaceLock
+from hoh.store.lock import WorkspaceLock
 
 STATE_FILES = ("plan.json", "plan.md", "developer.json", "candidate.json", "qa.json")
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from hoh.runtime.seal import SealedState
-from hoh.runtime.workspace import open_workspace
+from hoh.store.seal import SealedState
+from hoh.store.workspace import open_workspace
 
 ATTEMPT = "loops/0001/roles/planner/attempt-1"
 

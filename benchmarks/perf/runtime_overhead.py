@@ -95,7 +95,7 @@ def build(tmp: Path, name: str, project: Path | None, loops: int, rss: bool = Fa
 def overheads(ws: Path) -> dict[int, float]:
     """loop → hoh's own seconds in it, from the journal's one fold."""
     sys.path.insert(0, str(REPO))
-    from hoh.runtime.journal import Journal, RunHistory
+    from hoh.store.journal import Journal, RunHistory
     history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
     return {t: round(s.seconds - sum(s.role_seconds.values()), 3) for t, s in history.loops.items()
             if s.finished is not None}

@@ -23,7 +23,7 @@ from .. import __version__
 from ..config import load_config
 from ..errors import UsageError
 from ..fsutil import atomic_write_json, atomic_write_text
-from ..runtime.lock import WorkspaceLock
+from ..store.lock import WorkspaceLock
 from . import programbench, suite as suites
 from .jobs import Running, run_job
 from .records import grading_plan, records_of, task_record

@@ -59,7 +59,7 @@ def _finish(report, workspace: Path) -> None:
 def _graceful(progress) -> None:
     """A first Ctrl-C, SIGTERM or SIGHUP ends the run after the current role attempt; a second one at once.
     Supervisors with a hard deadline set HOH_STOP_AT_ONCE=1 to make the first one immediate."""
-    from ..runtime import stop
+    from ..store import stop
 
     def handler(signum, frame) -> None:
         if stop.in_process_request() is not None or os.environ.get("HOH_STOP_AT_ONCE") == "1":
@@ -133,7 +133,7 @@ def stop(
     import time
 
     from .. import api
-    from ..runtime.lock import lock_held
+    from ..store.lock import lock_held
     pid = api.stop(workspace)
     out().print(f"stop requested: hoh pid {pid} ends after its current role attempt; continue later with: "
               f"hoh resume -w {workspace}", soft_wrap=True)

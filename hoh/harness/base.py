@@ -29,7 +29,7 @@ from .network import attempt_egress, proxy_env, shim_argv
 from .process import ProcessResult, call, run_process
 from .quota import QUOTA_REGEX
 from .secrets import copy_credentials, login_secrets, redact, redact_files, scrub_tree, unlink_links
-from .usage import Usage
+from ..usage import Usage
 
 __all__ = ["Usage", "copy_credentials", "redact", "redact_files"]  # re-exported for the adapters
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Literal
 
 from ..config import HarnessConfig, PriceConfig
-from .usage import Usage
+from ..usage import Usage
 
 CostSource = Literal["harness", "price", "table"]
 

@@ -1,7 +1,7 @@
 """One plain model of a run, read from a workspace's state files: what `hoh report` renders.
 
 This is the only module of the report that knows where facts live on disk. It reads through the
-existing readers — `open_workspace` (identity, spec, config), `runtime.status.workspace_status`
+existing readers — `open_workspace` (identity, spec, config), `store.status.workspace_status`
 (the journal's one fold: per-loop status, usage, attempts and wall time per role), `Ledger.load`,
 `load_state` for each loop's plan/developer/candidate/qa — plus one pass over the journal's typed
 events for what the fold does not keep (`_journal_facts`: each attempt's outcome, role failures,
@@ -26,10 +26,10 @@ from ..evidence.ledger import Ledger
 from ..fsutil import load_state
 from ..plans import load_plan
 from ..paths import ROLES, WorkspacePaths
-from ..runtime.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
-from ..runtime.journal import Journal
-from ..runtime.status import workspace_status
-from ..runtime.workspace import Workspace, open_workspace
+from ..store.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
+from ..store.journal import Journal
+from ..store.status import workspace_status
+from ..store.workspace import Workspace, open_workspace
 
 INLINE_FILE_BYTES = 1500
 """Text evidence shown inline per file; longer files are cut and linked whole."""

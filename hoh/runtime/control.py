@@ -8,11 +8,11 @@ from typing import Any, Callable
 from ..config import HohConfig
 from ..errors import StopRequested
 from ..paths import WorkspacePaths
-from . import events as ev
-from . import stop
-from .budget import BudgetGate, figures
+from ..store import events as ev
+from ..store import stop
+from ..store.budget import BudgetGate, figures
 from .hooks import run_hook, run_summary
-from .journal import Journal, RunHistory
+from ..store.journal import Journal, RunHistory
 
 
 class RunControl:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..fsutil import sha256_file
-from .git import History
-from .seal import SealedState
+from ..store.git import History
+from ..store.seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 MAX_HASH_BYTES = 256 * 1024 * 1024

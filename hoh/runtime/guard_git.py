@@ -15,9 +15,9 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from .git import GitError, History
+from ..store.git import GitError, History
 from .guard import Area, FileArea, Fingerprint, HashCache, _identity, diff
-from .mirror import ProjectMirror
+from ..store.mirror import ProjectMirror
 
 GUARD, FREE, OPAQUE = "guard", "free", "opaque"
 """A git dir entry is fingerprinted (GUARD), or left to git but searched for links (FREE), or left to git

@@ -14,8 +14,8 @@ from ..config import HookCommand, HooksConfig
 from ..fsutil import note_written
 from ..harness.process import run_process
 from ..paths import WorkspacePaths
-from .events import HookRan
-from .journal import LoopStats, RunHistory
+from ..store.events import HookRan
+from ..store.journal import LoopStats, RunHistory
 
 MAX_HOOK_OUTPUT = 1024 * 1024
 

@@ -17,12 +17,12 @@ from ..harness.jail import JailSpec, Network
 from ..harness.registries import registry_hosts
 from ..paths import WorkspacePaths
 from ..resources import schema
-from .git import History
+from ..store.git import History
 from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
-from .journal import Journal
-from .mirror import ProjectMirror
+from ..store.journal import Journal
+from ..store.mirror import ProjectMirror
 from .roles import RoleJob
-from .seal import SealedState
+from ..store.seal import SealedState
 from .validate import Expectations
 
 

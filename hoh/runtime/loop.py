@@ -24,18 +24,18 @@ from ..harness.jail import require_jail
 from ..harness.limits import Limits, sweep as sweep_cgroups
 from ..harness.process import reap
 from ..plans import load_plan, single_task_plan
-from . import events as ev
+from ..store import events as ev
 from .control import RunControl
 from .hooks import loop_summary
-from .journal import Journal, RunHistory
+from ..store.journal import Journal, RunHistory
 from .jobs import JobFactory
-from .lock import WorkspaceLock
+from ..store.lock import WorkspaceLock
 from .planmd import plan_markdown
 from .roles import RoleJob, RoleRunner
-from .seal import SealedState
+from ..store.seal import SealedState
 from .setup import prepare_adapters, reconfigure
 from .validate import MAX_EVIDENCE_FILE_BYTES
-from .workspace import Workspace
+from ..store.workspace import Workspace
 
 Notify = Callable[..., None]
 SANDBOX_OFF = ("sandbox.mode is off: roles run without the OS jail; what protects each area is the harness's own "

@@ -21,10 +21,10 @@ from ..harness.limits import Limits
 from ..harness.process import start_ticks
 from ..harness.quota import reset_time
 from ..paths import WorkspacePaths
-from . import events as ev
+from ..store import events as ev
 from .between import Continuity
 from .guard import Area, Guard
-from .journal import Journal
+from ..store.journal import Journal
 from .prompts import template
 from .validate import Expectations, validate_output
 

@@ -12,7 +12,7 @@ from ..harness import registry
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
 from ..paths import ROLES
-from .workspace import Workspace
+from ..store.workspace import Workspace
 
 
 def _key(config: HohConfig, role: str) -> str:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_bytes, atomic_write_json, load_state
-from ..runtime.git import EMPTY_TREE
-from ..runtime.workspace import Workspace
+from ..store.git import EMPTY_TREE
+from ..store.workspace import Workspace
 
 CANDIDATE_ARTIFACT_SCHEMA_VERSION = 1
 

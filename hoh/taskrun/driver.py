@@ -24,8 +24,8 @@ from ..errors import HohError, TaskEnvironmentError
 from ..fsutil import atomic_write_json
 from ..harness.process import reap, run_process
 from ..paths import TaskRunPaths, WorkspacePaths
-from ..runtime.journal import Journal, RunHistory
-from ..runtime.workspace import Workspace, is_workspace, open_workspace
+from ..store.journal import Journal, RunHistory
+from ..store.workspace import Workspace, is_workspace, open_workspace
 from .candidates import export_candidate, frozen_candidate, restore_workdir
 from .endpoint import check_reachable, resolve_base_url
 

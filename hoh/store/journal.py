@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 
 from ..errors import StateError
 from ..fsutil import atomic_write_bytes
-from ..harness.base import Usage
+from ..usage import Usage
 from ..paths import ROLES
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, Event, EventError, LoopFinished, LoopStarted,
                      ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested,

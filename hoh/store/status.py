@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from ..config import role_harness
-from ..harness.base import Usage
+from ..usage import Usage
 from ..paths import ROLES
 from .budget import figures
 from .journal import Journal, LoopStats, RunHistory
