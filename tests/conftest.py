@@ -138,3 +138,24 @@ def demo_ws(tmp_path_factory) -> Path:
         resumed = run_hoh("resume", "-w", ws, "--loops", "1", "-q")
         assert resumed.returncode == 0, resumed.stderr
     return ws
+
+
+# The tiers: each test is marked by what it needs, read from the fixtures it uses, so a marker cannot drift
+# from the need. tests/README.md has the inner-loop command.
+TIER_BY_FIXTURE = {"harbor": "docker", "harness_bin": "real_cli", "browser": "browser",
+                   "as_user": "slow", "fresh_bin": "slow", "long_ws": "slow", "after_loop_one": "slow"}
+# Fixtures that take minutes (Docker runs, fresh venvs, an unprivileged checkout): the tests using one share an
+# xdist group, so `--dist loadgroup` makes it once, on one worker. Cheap shared fixtures (demo_ws) are made per
+# worker instead: grouping them would queue their tests behind one worker.
+GROUP_BY_FIXTURE = ("bench_runs", "shapes", "stand_in", "fresh_bin", "as_user", "long_ws")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for fixture, tier in TIER_BY_FIXTURE.items():
+            if fixture in fixtures:
+                item.add_marker(getattr(pytest.mark, tier))
+        group = next((name for name in GROUP_BY_FIXTURE if name in fixtures), None)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -64,12 +64,10 @@ def test_as_user_the_hostile_corpus_is_held(as_user):
     """The copy's pytest, as the user, on test_hostile.py and every test_trust_*.py: all held."""
     files = ["tests/test_hostile.py", *sorted(str(p.relative_to(as_user.checkout))
                                               for p in (as_user.checkout / "tests").glob("test_trust_*.py"))]
-    has_xdist = subprocess.run(as_user.command(as_user.python, "-c", "import xdist"), env=as_user.environ(Path("/tmp")),
-                               capture_output=True, timeout=60).returncode == 0
     tmpdir = as_user.tmpdir()
     # A short --basetemp: test paths plus a socket's name must fit in a unix socket address (108 bytes).
     argv = [as_user.python, "-m", "pytest", *files, "-q", "-x", "-p", "no:cacheprovider", "--basetemp", tmpdir / "t",
-            *(["-n", "2"] if has_xdist else [])]
+            "-n", "2"]
     log = tmpdir / "pytest-output.txt"
     with log.open("w") as out:
         proc = subprocess.Popen(as_user.command(*argv), env=as_user.environ(tmpdir), cwd=as_user.checkout,
