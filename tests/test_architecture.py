@@ -98,7 +98,7 @@ def test_prompts_and_the_mock_share_the_marker():
 
 def test_single_task_plans_are_valid_plans():
     from hoh.runtime.loop import spec_as_plan
-    assert schema_errors("plan", spec_as_plan(4)) == []
+    assert schema_errors("plan", spec_as_plan(4).to_json()) == []
 
 
 def test_only_the_choke_point_starts_processes():
