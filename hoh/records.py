@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
+from .errors import StateError
 from .fsutil import load_state
 from .statuses import LoopStatus, Verdict
 
@@ -315,23 +316,30 @@ PLAN_SCHEMA_VERSION = 2
 Readers take both."""
 
 
+def _read(cls: type[R], path: Path, required: tuple[str, ...], version: int = 1) -> R:
+    """A state file as its record; a file that has the fields but not their shape is one StateError too."""
+    data = load_state(path, required, version)
+    try:
+        return cls.from_json(data)  # type: ignore[attr-defined]
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise StateError(f"{path}: corrupt ({type(err).__name__}: {err}); nothing was changed") from None
+
+
 def read_plan(path: Path) -> Plan:
     """A persisted plan (schema_version 1 or 2)."""
-    return Plan.from_json(load_state(path, ("schema_version", "loop", "tasks"), PLAN_SCHEMA_VERSION))
+    return _read(Plan, path, ("schema_version", "loop", "tasks"), PLAN_SCHEMA_VERSION)
 
 
 def read_developer(path: Path) -> DeveloperReport:
-    return DeveloperReport.from_json(load_state(path, ("schema_version", "loop", "summary", "tasks")))
+    return _read(DeveloperReport, path, ("schema_version", "loop", "summary", "tasks"))
 
 
 def read_candidate(path: Path) -> Candidate:
-    return Candidate.from_json(load_state(path, ("schema_version", "loop", "candidate_id", "commit", "tree",
-                                                 "parent", "tag")))
+    return _read(Candidate, path, ("schema_version", "loop", "candidate_id", "commit", "tree", "parent", "tag"))
 
 
 def read_qa(path: Path) -> QaReport:
-    return QaReport.from_json(load_state(path, ("schema_version", "loop", "verdict", "criteria", "preserved",
-                                                "findings")))
+    return _read(QaReport, path, ("schema_version", "loop", "verdict", "criteria", "preserved", "findings"))
 
 
 # ---- a loop's summary -------------------------------------------------------------------------------------
