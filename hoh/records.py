@@ -11,7 +11,7 @@ checked JSON a type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
@@ -34,21 +34,26 @@ def _optional(out: Json, **fields: Any) -> Json:
     return out
 
 
+class FlatRecord:
+    """A record of plain JSON values: its fields are its keys, in its order; a field with a default may be absent."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]):  # -> the subclass
+        return cls(**{f.name: data[f.name] if f.default is MISSING else data.get(f.name, f.default)
+                      for f in fields(cls)})  # type: ignore[arg-type]
+
+    def to_json(self) -> Json:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
 # ---- the plan (schemas/plan.schema.json) -----------------------------------------------------------------
 @dataclass(frozen=True)
-class Acceptance:
+class Acceptance(FlatRecord):
     """One acceptance condition of a task, checked by QA as the criterion of the same id."""
 
     id: str
     condition: str
     method: str = "black-box"
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Acceptance":
-        return cls(data["id"], data["condition"], data.get("method", "black-box"))
-
-    def to_json(self) -> Json:
-        return {"id": self.id, "condition": self.condition, "method": self.method}
 
 
 @dataclass(frozen=True)
@@ -71,18 +76,11 @@ class Task:
 
 
 @dataclass(frozen=True)
-class Preserved:
+class Preserved(FlatRecord):
     """A verified behaviour (V-…) the loop must keep; its words are the register's."""
 
     id: str
     behaviour: str
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Preserved":
-        return cls(data["id"], data["behaviour"])
-
-    def to_json(self) -> Json:
-        return {"id": self.id, "behaviour": self.behaviour}
 
 
 @dataclass(frozen=True)
@@ -124,32 +122,18 @@ class Plan:
 
 # ---- the Developer's report (schemas/developer.schema.json) ----------------------------------------------
 @dataclass(frozen=True)
-class TaskClaim:
+class TaskClaim(FlatRecord):
     id: str
     status: str
     """done | partial | not_started: a claim, never acceptance."""
     notes: str = ""
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "TaskClaim":
-        return cls(data["id"], data["status"], data.get("notes", ""))
-
-    def to_json(self) -> Json:
-        return {"id": self.id, "status": self.status, "notes": self.notes}
-
 
 @dataclass(frozen=True)
-class SelfTest:
+class SelfTest(FlatRecord):
     command: str
     exit_code: int
-    summary: str
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SelfTest":
-        return cls(data["command"], data["exit_code"], data.get("summary", ""))
-
-    def to_json(self) -> Json:
-        return {"command": self.command, "exit_code": self.exit_code, "summary": self.summary}
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -186,45 +170,29 @@ CANDIDATE_SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class Candidate:
+class Candidate(FlatRecord):
     """A_t: the commit QA judges, frozen in hoh's history and tagged."""
 
+    schema_version: int
     loop: int
     candidate_id: str
     commit: str
     tree: str
     parent: str
     tag: str
-    schema_version: int = CANDIDATE_SCHEMA_VERSION
 
     @classmethod
     def frozen(cls, loop: int, commit: str, tree: str, parent: str, tag: str) -> "Candidate":
-        return cls(loop, f"loop-{loop:04d}-{tree[:12]}", commit, tree, parent, tag)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Candidate":
-        return cls(data["loop"], data["candidate_id"], data["commit"], data["tree"], data["parent"], data["tag"],
-                   data.get("schema_version", CANDIDATE_SCHEMA_VERSION))
-
-    def to_json(self) -> Json:
-        return {"schema_version": self.schema_version, "loop": self.loop, "candidate_id": self.candidate_id,
-                "commit": self.commit, "tree": self.tree, "parent": self.parent, "tag": self.tag}
+        return cls(CANDIDATE_SCHEMA_VERSION, loop, f"loop-{loop:04d}-{tree[:12]}", commit, tree, parent, tag)
 
 
 # ---- QA's report (schemas/qa.schema.json) ----------------------------------------------------------------
 @dataclass(frozen=True)
-class Evidence:
+class Evidence(FlatRecord):
     kind: str
     """command | file (a path inside the loop's evidence dir) | observation."""
     ref: str
     detail: str = ""
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Evidence":
-        return cls(data["kind"], data["ref"], data.get("detail", ""))
-
-    def to_json(self) -> Json:
-        return {"kind": self.kind, "ref": self.ref, "detail": self.detail}
 
     @property
     def label(self) -> str:

@@ -1,6 +1,6 @@
 """The one vocabulary of how a run and a loop end, and what depends on it.
 
-`str` enums: a member is its string (`RunStatus.FINISHED == "finished"`, `json.dumps` writes "finished"), so the
+`StrEnum`s: a member is its string (`RunStatus.FINISHED == "finished"`, `json.dumps` writes "finished"), so the
 journal, `hoh status --json`, hook payloads and reports keep the strings they always had. What hangs on a status
 (ended as planned, the CLI's exit code, the next step to suggest) is a property of the member, not a table kept
 elsewhere.
@@ -8,10 +8,10 @@ elsewhere.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class RunStatus(str, Enum):
+class RunStatus(StrEnum):
     """How a run (one session of it) stands or ended: `RunFinished.status`, `hoh status`'s state, a task run's."""
 
     NOT_STARTED = "not started"
@@ -36,9 +36,6 @@ class RunStatus(str, Enum):
     """An exception, re-raised."""
     OUT_OF_TIME = "out_of_time"
     """A task run (`taskrun`) cut at its time budget."""
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def ended_as_planned(self) -> bool:
@@ -65,18 +62,15 @@ _NEXT_STEP = {
 }
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """QA's verdict on one frozen candidate (schemas/qa.schema.json)."""
 
     PASS = "pass"
     PARTIAL = "partial"
     FAIL = "fail"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class LoopStatus(str, Enum):
+class LoopStatus(StrEnum):
     """How one loop stands or ended (`LoopFinished.status`): QA's verdict, or how it got short of one."""
 
     RUNNING = "running"
@@ -91,9 +85,6 @@ class LoopStatus(str, Enum):
     PLANNER_FAILED = "planner_failed"
     DEVELOPER_FAILED = "developer_failed"
     QA_FAILED = "qa_failed"
-
-    def __str__(self) -> str:
-        return self.value
 
     @classmethod
     def of_verdict(cls, verdict: Verdict | None) -> "LoopStatus":
