@@ -59,8 +59,8 @@ class Interrupted(HohError):
 
 class RunEnded(HohError):
     """The run ended on purpose before its target, between two role attempts, with everything recorded;
-    `hoh resume` continues it. `status` is the run status the journal records (what it means for the CLI's
-    exit code is the status's own)."""
+    `hoh resume` continues it. `status` is the run status the journal records; the CLI's exit code and next
+    step are that status's own (`RunStatus.exit_code`, `RunStatus.next_step`)."""
 
     status = RunStatus.STOPPED
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..records import DeveloperReport, Plan, QaReport
+from ..records import DeveloperReport, Plan, QaReport, record_of
 from ..statuses import Verdict
 from ..resources import schema_errors
 
@@ -66,6 +66,10 @@ class Expectations:
     active_issue_ids: set[str] | None = None
     """Open, reopened and fixed-pending issues: a plan that calls the spec complete leaves none behind."""
     verified_ids: set[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.plan is not None:
+            self.plan = record_of(Plan, self.plan)  # a plan's JSON (tests build them by hand) is read as one
 
 
 def _duplicates(ids: list[str]) -> list[str]:
