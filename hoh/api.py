@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .statuses import RunStatus
 from .store.workspace import create_workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | N
         target = history.run_started.target_loops if history.run_started else runtime.config.loops
         if more_loops is not None:
             target = history.last_finished_loop + more_loops
-        elif history.run_finished is not None and history.run_finished.status in ("complete", "stalled"):
+        elif history.run_finished is not None and history.run_finished.status in (RunStatus.COMPLETE, RunStatus.STALLED):
             target = history.last_finished_loop
         return runtime.run(target)
 

@@ -5,6 +5,8 @@ Library code raises these; only the CLI edge turns them into one-line messages a
 
 from __future__ import annotations
 
+from .statuses import RunStatus
+
 
 class HohError(Exception):
     """Base class. `str(err)` is a complete one-line message for the user."""
@@ -57,24 +59,25 @@ class Interrupted(HohError):
 
 class RunEnded(HohError):
     """The run ended on purpose before its target, between two role attempts, with everything recorded;
-    `hoh resume` continues it. `status` is the run status the journal records."""
+    `hoh resume` continues it. `status` is the run status the journal records; the CLI's exit code and next
+    step are that status's own (`RunStatus.exit_code`, `RunStatus.next_step`)."""
 
-    status = "stopped"
+    status = RunStatus.STOPPED
 
 
 class BudgetExhausted(RunEnded):
     """The next role attempt would pass a budget (`budget.*`); raise it to continue."""
 
-    status, exit_code = "budget_exhausted", 3
+    status = RunStatus.BUDGET_EXHAUSTED
 
 
 class StopRequested(RunEnded):
     """`hoh stop`, or a first Ctrl-C/SIGTERM, asked the run to end after the current role attempt."""
 
-    status, exit_code = "stopped", 4
+    status = RunStatus.STOPPED
 
 
 class QuotaExhausted(RunEnded):
     """The harness's usage limit resets later than `policy.max_quota_wait_hours` allows hoh to wait."""
 
-    status, exit_code = "quota_exhausted", 5
+    status = RunStatus.QUOTA_EXHAUSTED

@@ -13,14 +13,16 @@
       scratch/                  disposable: role homes, QA's view of the candidate, QA's evidence
         view/                     the frozen candidate as plain files (read-only for QA), moved from
                                   candidate to candidate by git
-        loop-0007/qa/evidence/    QA's evidence dir (its only writable area)
+        loop-0007/qa/             QA's scratch, emptied before and after QA runs
+          evidence/               QA's evidence dir (its only writable area)
         homes/<harness>/          isolated config homes for harness CLIs
       state/                    written by the Runtime only, never by an agent
         workspace.json          identity: schema_version, spec sha256, root commit, project dir, created_by
         journal.jsonl           append-only, fsynced event log: the truth for resume
         INDEX.md                progressive-disclosure index the Planner reads first
         ledger.json             issue ledger and verified-behaviour register
-        hooks/                  what each hook printed: 0007-on_loop_end.out .err, on_stop-<n>.out .err
+        hooks/                  what each hook printed: 0007-on_loop_end.out .err (after loop 7),
+                                stop-<n>-on_stop.out .err (the end of session n)
         loops/0007/
           plan.json plan.md     D_t
           developer.json        the Developer's report (claims, never acceptance)
@@ -29,6 +31,7 @@
           evidence/             QA's evidence files, copied in after validation
           roles/<role>/attempt-1/
             prompt.md inputs.json events.jsonl stderr.log result.json
+          roles/<role>.interrupted-1/  the attempts of a role cut off earlier, set aside on resume
 """
 
 from __future__ import annotations
@@ -69,6 +72,10 @@ class WorkspacePaths:
     def hooks(self) -> Path:
         return self.state / "hooks"
 
+    def hook_output(self, tag: str, hook: str, stream: str) -> Path:
+        """What hook `hook` printed on `stream` (out, err); `tag` is the loop (0007) or the session (stop-2)."""
+        return self.hooks / f"{tag}-{hook}.{stream}"
+
     @property
     def project(self) -> Path:
         return self.project_dir or self.root / "project"
@@ -105,11 +112,20 @@ class WorkspacePaths:
     def ledger(self) -> Path:
         return self.state / "ledger.json"
 
+    @property
+    def harness_homes(self) -> Path:
+        return self.scratch / "homes"
+
     def harness_home(self, harness: str) -> Path:
-        return self.scratch / "homes" / harness
+        return self.harness_homes / harness
+
+    @property
+    def loops(self) -> Path:
+        """state/loops: one dir per loop, named by its number (0007)."""
+        return self.state / "loops"
 
     def loop(self, t: int) -> "LoopPaths":
-        return LoopPaths(self.state / "loops" / f"{t:04d}", self.scratch / f"loop-{t:04d}")
+        return LoopPaths(self.loops / f"{t:04d}", self.scratch / f"loop-{t:04d}")
 
     def rel(self, path: Path) -> str:
         """A workspace-relative POSIX path, as recorded in manifests and reports (absolute outside it)."""
@@ -147,11 +163,23 @@ class LoopPaths:
         return self.dir / "evidence"
 
     @property
+    def qa_scratch(self) -> Path:
+        return self.scratch / "qa"
+
+    @property
     def qa_evidence(self) -> Path:
-        return self.scratch / "qa" / "evidence"
+        return self.qa_scratch / "evidence"
+
+    @property
+    def roles(self) -> Path:
+        return self.dir / "roles"
 
     def role_dir(self, role: str) -> Path:
-        return self.dir / "roles" / role
+        return self.roles / role
+
+    def role_set_aside(self, role: str, n: int) -> Path:
+        """Where the n-th interrupted run of `role` in this loop is kept."""
+        return self.roles / f"{role}.interrupted-{n}"
 
     def attempt_dir(self, role: str, attempt: int) -> Path:
         return self.role_dir(role) / f"attempt-{attempt}"
@@ -214,3 +242,10 @@ class TaskRunPaths:
 
     def candidate_dir(self, t: int) -> PurePath:
         return self.candidates / f"loop-{t:04d}"
+
+    def candidate_record(self, t: int) -> PurePath:
+        """Loop t's candidate artifact's identity (written last: a record on disk has its tar beside it)."""
+        return self.candidate_dir(t) / "candidate.json"
+
+    def candidate_tar(self, t: int) -> PurePath:
+        return self.candidate_dir(t) / "candidate.tar"

@@ -98,7 +98,7 @@ def test_prompts_and_the_mock_share_the_marker():
 
 def test_single_task_plans_are_valid_plans():
     from hoh.runtime.loop import spec_as_plan
-    assert schema_errors("plan", spec_as_plan(4)) == []
+    assert schema_errors("plan", spec_as_plan(4).to_json()) == []
 
 
 def test_only_the_choke_point_starts_processes():
@@ -230,3 +230,137 @@ def test_a_store_module_importing_the_engine_is_caught():
                "evidence/y.py": "from hoh.harness import registry\n",
                "store/z.py": "from .journal import Journal\nfrom ..usage import Usage\n"}
     assert layer_violations(planted) == ["store/x.py imports hoh.runtime", "evidence/y.py imports hoh.harness"]
+
+
+# ---- one status vocabulary (hoh/statuses.py) ---------------------------------------------------------------
+# A run or loop status is spelt only in statuses.py; everywhere else it is a member (`RunStatus.FINISHED`), so a
+# renamed or misspelt status fails at import, not silently in a comparison. The rule is about the places a status
+# string decides something: an operand of a comparison (also inside a tuple/list/set operand), the value given to a
+# name, attribute, keyword or dict key called `status`, `state` or `verdict` (also through a tuple assignment), and
+# a field's default. Two status words are left out because they are other vocabularies' words too: "error" (the
+# message field of every report and event) and "failed" (a QA check result and a step's status). testing/ is
+# exempt: its fakes speak for the agents (they write role outputs as JSON, as any harness would).
+STATUS_TARGETS = {"status", "state", "verdict"}
+SHARED_WORDS = {"error", "failed"}
+
+
+def _status_words() -> set[str]:
+    from hoh.statuses import LoopStatus, RunStatus, Verdict
+    return {s.value for enum in (RunStatus, LoopStatus, Verdict) for s in enum} - SHARED_WORDS
+
+
+def _target_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _constants(node: ast.AST | None) -> list[ast.Constant]:
+    """The string constant `node` is, or the ones a tuple/list/set literal holds."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [c for element in node.elts for c in _constants(element)]
+    return []
+
+
+def status_literals(rel: str, source: str, words: set[str]) -> list[str]:
+    """`rel:line 'word'` for every status word a module spells in a deciding place (the rule above)."""
+    found: list[ast.Constant] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                found += _constants(operand)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    found += [c for t, v in zip(target.elts, node.value.elts) if _target_name(t) in STATUS_TARGETS
+                              for c in _constants(v)]
+                elif _target_name(target) in STATUS_TARGETS:
+                    found += _constants(node.value)
+        elif isinstance(node, ast.keyword) and node.arg in STATUS_TARGETS:
+            found += _constants(node.value)
+        elif isinstance(node, ast.Dict):
+            found += [c for k, v in zip(node.keys, node.values)
+                      if isinstance(k, ast.Constant) and k.value in STATUS_TARGETS for c in _constants(v)]
+    found.sort(key=lambda c: (c.lineno, c.col_offset))
+    return [f"{rel}:{c.lineno} {c.value!r}" for c in found if c.value in words]
+
+
+def test_run_and_loop_statuses_are_spelt_only_in_their_vocabulary():
+    words = _status_words()
+    offenders = [hit for path in modules() for rel in [path.relative_to(PACKAGE).as_posix()]
+                 if rel != "statuses.py" and not rel.startswith("testing/")
+                 for hit in status_literals(rel, path.read_text(), words)]
+    assert offenders == [], "status strings outside hoh/statuses.py (use RunStatus/LoopStatus/Verdict): " \
+                            + "; ".join(offenders)
+
+
+def test_a_status_literal_outside_the_vocabulary_is_caught():
+    planted = ('def f(report, stats, t):\n'
+               '    if report.status == "finished":\n'             # a comparison
+               '        return stats.status in ("complete", "stalled")\n'  # inside a tuple operand
+               '    report.status, report.error = "stopped", "why"\n'  # a tuple assignment
+               '    t.append(Event(status="quota_exhausted"))\n'     # a keyword
+               '    return {"state": "running", "error": "failed"}\n')  # a dict value; shared words pass
+    assert status_literals("x.py", planted, _status_words()) == [
+        "x.py:2 'finished'", "x.py:3 'complete'", "x.py:3 'stalled'", "x.py:4 'stopped'", "x.py:5 'quota_exhausted'",
+        "x.py:6 'running'"]
+    assert status_literals("x.py", 'message = "the run finished"\nkind = "pass"\n', _status_words()) == []
+
+
+# ---- typed role outputs (hoh/records.py) ------------------------------------------------------------------
+# A plan, a Developer report, a candidate or a QA report crosses modules as its record, never as a dict whose keys
+# each reader spells again. The rule: a subscript (`plan["tasks"]`, read or written) or a `.get("verdict")` whose key
+# is a field of one of those records, on an expression named as the codebase names role outputs (a variable or
+# attribute `plan`, `developer`, `candidate`, `qa`). Names, not types: the AST has no types, and these four names
+# mean a role output wherever hoh uses them (other dicts with a `tasks` or `status` key, the bench's summaries or
+# `hoh status`'s loop entries, go by other names). records.py reads the JSON and runtime/validate.py checks it
+# against its schema, so both may; testing/ is exempt as above (its fakes build role outputs as agents do).
+ROLE_OUTPUT_NAMES = {"plan", "developer", "candidate", "qa"}
+RAW_OUTPUT_HOMES = {"records.py", "runtime/validate.py"}
+
+
+def _record_fields() -> set[str]:
+    import dataclasses
+
+    from hoh.records import Candidate, DeveloperReport, Plan, QaReport
+    return {f.name for cls in (Plan, DeveloperReport, Candidate, QaReport) for f in dataclasses.fields(cls)}
+
+
+def raw_output_keys(rel: str, source: str, fields: set[str]) -> list[str]:
+    """`rel:line name[key]` for every role-output field read (or written) through a raw dict (the rule above)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript):
+            owner, keys = node.value, _constants(node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args:
+            owner, keys = node.func.value, _constants(node.args[0])
+        else:
+            continue
+        name = _target_name(owner)
+        found += [(k.lineno, k.col_offset, f"{rel}:{node.lineno} {name}[{k.value!r}]") for k in keys
+                  if name in ROLE_OUTPUT_NAMES and k.value in fields]
+    return [hit for *_, hit in sorted(found)]
+
+
+def test_role_outputs_cross_modules_as_records():
+    fields = _record_fields()
+    offenders = [hit for path in modules() for rel in [path.relative_to(PACKAGE).as_posix()]
+                 if rel not in RAW_OUTPUT_HOMES and not rel.startswith("testing/")
+                 for hit in raw_output_keys(rel, path.read_text(), fields)]
+    assert offenders == [], "role outputs read as raw dicts (use hoh.records): " + "; ".join(offenders)
+
+
+def test_a_role_output_read_as_a_raw_dict_is_caught():
+    planted = ('def f(plan, qa, lp, summary):\n'
+               '    for task in plan["tasks"]:\n'
+               '        print(qa.get("verdict"), lp.candidate["commit"])\n'
+               '    plan["preserve"] = []\n'                          # the in-place edit records replaced
+               '    return summary["tasks"], qa.verdict, plan.get("unknown")\n')  # other dicts, attributes pass
+    assert raw_output_keys("x.py", planted, _record_fields()) == [
+        "x.py:2 plan['tasks']", "x.py:3 qa['verdict']", "x.py:3 candidate['commit']", "x.py:4 plan['preserve']"]

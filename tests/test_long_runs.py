@@ -355,7 +355,7 @@ def ledger_with_one_behaviour() -> Ledger:
     ledger = Ledger()
     plan = {"tasks": [{"id": "T1", "issues": [], "acceptance": [{"id": "T1.A1", "condition": "adds"}]}],
             "preserve": []}
-    ledger.apply_loop(1, plan, None, "loop-0001-000000000000", {
+    ledger.apply_loop(1, plan, None, "loop-0001-000000000000", {"verdict": "pass",
         "criteria": [{"id": "T1.A1", "status": "verified", "evidence": []}], "preserved": [], "findings": []})
     return ledger
 

@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import UsageError
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..harness.process import call
-from ..paths import TaskRunPaths
+from ..paths import TaskRunPaths, WorkspacePaths
 from ..store.git import run_git
 from .results import GRADE_SCHEMA_VERSION, RunPaths
 from .settings import BenchSettings
@@ -174,7 +174,7 @@ def tree_tar(trial: Path, loop: int) -> bytes:
     if loop:
         return (Path(paths.candidate_dir(loop)) / "candidate.tar").read_bytes()
     ws = Path(paths.workspace)
-    root = json.loads((ws / "state" / "workspace.json").read_text(encoding="utf-8"))["root_commit"]
+    root = json.loads(WorkspacePaths(ws).identity.read_text(encoding="utf-8"))["root_commit"]
     return run_git(["--git-dir", str(ws / "history.git"), "archive", "--format=tar", root], cwd=ws, binary=True)
 
 

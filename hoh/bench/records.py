@@ -35,7 +35,7 @@ RECORD_SCHEMA_VERSION = 1
 def own_candidates(trial: Path, loops: int) -> list[int]:
     """Loops ≤ `loops` whose candidate artifact Harbor collected into the trial dir."""
     paths = TaskRunPaths.for_trial(trial)
-    return [t for t in range(1, loops + 1) if (Path(paths.candidate_dir(t)) / "candidate.json").is_file()]
+    return [t for t in range(1, loops + 1) if Path(paths.candidate_record(t)).is_file()]
 
 
 def hoh_loops(result: dict[str, Any]) -> dict[int, dict[str, Any]]:

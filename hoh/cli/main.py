@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from ..errors import HohError
+from ..statuses import RunStatus
 from . import bench as bench_cli
 from .console import err, out
 from .usage import UsageCommand
@@ -32,27 +33,17 @@ def _error(message: str) -> None:
     print(f"hoh: {message}", file=sys.stderr, flush=True)
 
 
-EXIT_CODES = {"finished": 0, "complete": 0, "stalled": 0, "failed": 1, "error": 1, "budget_exhausted": 3,
-              "stopped": 4, "quota_exhausted": 5}
-"""How `hoh build` and `hoh resume` exit, by run status (2: bad input, nothing run; 130: a second Ctrl-C)."""
-NEXT_STEP = {
-    "budget_exhausted": "raise the budget and continue: hoh resume -w {ws} --set budget.KEY=VALUE",
-    "stopped": "continue with: hoh resume -w {ws}",
-    "quota_exhausted": "continue once the usage limit has reset: hoh resume -w {ws}",
-    "failed": "fix the cause, then continue with: hoh resume -w {ws}",
-}
-
-
 def _finish(report, workspace: Path) -> None:
+    """The run's last line, and its exit code (`RunStatus.exit_code`: by run status)."""
     done = f"{report.loops_finished}/{report.target_loops} loops"
-    if report.status == "finished":
+    if report.status is RunStatus.FINISHED:
         out().print(f"finished {done} · hoh status -w {workspace}")
-    elif report.status in ("complete", "stalled"):
+    elif report.status.ended_as_planned:
         out().print(f"{report.status} after {done}: {report.error} · hoh status -w {workspace}", soft_wrap=True)
     else:
         _error(f"{report.status} after {done}: {report.error}")
-        _error(NEXT_STEP.get(report.status, NEXT_STEP["failed"]).format(ws=workspace))
-    if code := EXIT_CODES.get(report.status, 1):
+        _error(report.status.next_step(workspace))
+    if code := report.status.exit_code:
         raise typer.Exit(code)
 
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
 from ..config import IndexConfig
-from ..fsutil import load_state
 from ..paths import WorkspacePaths
-from ..plans import load_plan
+from ..records import Plan, QaReport, read_candidate, read_plan, read_qa
 from .ledger import Ledger
 
 
 @dataclass
-class LoopSummary:
+class IndexLoop:
+    """A loop's line in the index (not `records.LoopSummary`: this one is read from the loop's files)."""
+
     loop: int
     verdict: str
     verified: int
@@ -33,7 +32,7 @@ def spec_outline(spec: str, limit: int) -> list[str]:
     return headings[:limit]
 
 
-def render_index(*, spec: str, ledger: Ledger, loops: list[LoopSummary], last_loop: int,
+def render_index(*, spec: str, ledger: Ledger, loops: list[IndexLoop], last_loop: int,
                  budget_bytes: int, top_issues: int, recent_loops: int) -> str:
     """The index after `last_loop`, at most `budget_bytes` long."""
     for issues_shown, behaviours_shown, outline in ((top_issues, 10, 12), (top_issues // 2, 5, 6), (3, 0, 3), (0, 0, 0)):
@@ -43,7 +42,7 @@ def render_index(*, spec: str, ledger: Ledger, loops: list[LoopSummary], last_lo
     return text.encode()[: budget_bytes - 40].decode("utf-8", "ignore") + "\n… (index cut to its byte budget)\n"
 
 
-def _render(spec: str, ledger: Ledger, loops: list[LoopSummary], last_loop: int,
+def _render(spec: str, ledger: Ledger, loops: list[IndexLoop], last_loop: int,
             issues_shown: int, behaviours_shown: int, outline_lines: int) -> str:
     out = [f"# Evidence index after loop {last_loop}", ""]
     current = loops[-1].candidate_id if loops else None
@@ -88,29 +87,25 @@ def _render(spec: str, ledger: Ledger, loops: list[LoopSummary], last_loop: int,
     return "\n".join(out)
 
 
-def loop_summary(loop: int, plan: dict[str, Any] | None, qa: dict[str, Any] | None,
-                 candidate_id: str | None, status: str) -> LoopSummary:
-    criteria = (qa or {}).get("criteria", [])
-    return LoopSummary(
+def index_loop(loop: int, plan: Plan | None, qa: QaReport | None, candidate_id: str | None, status: str) -> IndexLoop:
+    return IndexLoop(
         loop=loop,
-        verdict=qa["verdict"] if qa else status,
-        verified=sum(1 for c in criteria if c["status"] == "verified"),
-        total=sum(len(t["acceptance"]) for t in plan["tasks"]) if plan else 0,
+        verdict=qa.verdict.value if qa else status,
+        verified=qa.verified_count if qa else 0,
+        total=len(plan.acceptance) if plan else 0,
         candidate_id=candidate_id,
-        goal=plan["goal"] if plan else "(no plan)",
+        goal=plan.goal if plan else "(no plan)",
     )
 
 
 def build_index(paths: WorkspacePaths, spec: str, ledger: Ledger, last_loop: int, cfg: IndexConfig) -> str:
     """The index after `last_loop`; reads only the last `cfg.recent_loops` loops' files."""
-    def load(path):
-        return load_state(path, ("schema_version", "loop")) if path.exists() else None
-
     summaries = []
     for loop in range(max(1, last_loop - cfg.recent_loops + 1), last_loop + 1):
         lp = paths.loop(loop)
-        candidate = load(lp.candidate)
-        summaries.append(loop_summary(loop, load_plan(lp.plan) if lp.plan.exists() else None, load(lp.qa),
-                                      candidate["candidate_id"] if candidate else None, "no QA report"))
+        summaries.append(index_loop(loop, read_plan(lp.plan) if lp.plan.exists() else None,
+                                    read_qa(lp.qa) if lp.qa.exists() else None,
+                                    read_candidate(lp.candidate).candidate_id if lp.candidate.exists() else None,
+                                    "no QA report"))
     return render_index(spec=spec, ledger=ledger, loops=summaries, last_loop=last_loop, budget_bytes=cfg.budget_bytes,
                         top_issues=cfg.top_issues, recent_loops=cfg.recent_loops)

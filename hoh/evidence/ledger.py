@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import StateError
 from ..fsutil import atomic_write_text, load_state
+from ..records import CheckResult, DeveloperReport, Finding, Plan, QaReport, record_of
 
 LEDGER_SCHEMA_VERSION = 1
 SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
@@ -146,9 +147,12 @@ class Ledger:
             self._by_text[_norm(text)] = found
         return found
 
-    def apply_loop(self, loop: int, plan: dict[str, Any], developer: dict[str, Any] | None,
-                   candidate_id: str | None, qa: dict[str, Any] | None) -> None:
-        """Fold one loop's Developer claims and QA report into the ledger."""
+    def apply_loop(self, loop: int, plan: Plan | Mapping[str, Any], developer: DeveloperReport | Mapping | None,
+                   candidate_id: str | None, qa: QaReport | Mapping | None) -> None:
+        """Fold one loop's Developer claims and QA report into the ledger (records, or their JSON)."""
+        plan = record_of(Plan, plan)
+        developer = record_of(DeveloperReport, developer) if developer is not None else None
+        qa = record_of(QaReport, qa) if qa is not None else None
         touched: dict[str, dict[str, Any]] = {}
 
         def touch(issue: dict[str, Any], status: str, source: str, evidence: list[str], note: str = "") -> None:
@@ -161,13 +165,13 @@ class Ledger:
                 entry["notes"].append(note)
             entry["status"] = status
 
-        claimed = {t["id"] for t in (developer or {}).get("tasks", []) if t["status"] == "done"}
-        for task in plan["tasks"]:
-            if task["id"] in claimed:
-                for issue_id in task["issues"]:
+        claimed = developer.done() if developer else set()
+        for task in plan.tasks:
+            if task.id in claimed:
+                for issue_id in task.issues:
                     issue = self._issues.get(issue_id)
                     if issue and issue["status"] in ("open", "reopened"):
-                        touch(issue, "fixed_pending_verify", "developer", [], f"developer claims task {task['id']} done")
+                        touch(issue, "fixed_pending_verify", "developer", [], f"developer claims task {task.id} done")
 
         if qa is not None:
             self._apply_qa(loop, plan, candidate_id, qa, touch)
@@ -181,70 +185,70 @@ class Ledger:
             entry["notes"] = "; ".join(entry["notes"])
             issue["history"].append(entry)
 
-    def _apply_qa(self, loop, plan, candidate_id, qa, touch) -> None:
-        def refs(item: dict[str, Any]) -> list[str]:
-            return [f"{e['kind']}:{e['ref']}" for e in item["evidence"]]
+    def _apply_qa(self, loop: int, plan: Plan, candidate_id: str | None, qa: QaReport, touch) -> None:
+        def refs(item: CheckResult | Finding) -> list[str]:
+            return [e.label for e in item.evidence]
 
-        criteria = {c["id"]: c for c in qa["criteria"]}
+        criteria = {c.id: c for c in qa.criteria}
         failing: dict[str, tuple[list[str], str]] = {}  # issue id → evidence, note; failure beats success
         passing: dict[str, list[str]] = {}
 
-        for task in plan["tasks"]:
-            results = [criteria[a["id"]] for a in task["acceptance"] if a["id"] in criteria]
-            statuses = {r["status"] for r in results}
+        for task in plan.tasks:
+            results = [criteria[a.id] for a in task.acceptance if a.id in criteria]
+            statuses = {r.status for r in results}
             evidence = [x for r in results for x in refs(r)]
-            for issue_id in task["issues"]:
+            for issue_id in task.issues:
                 if "failed" in statuses:
-                    failing.setdefault(issue_id, (evidence, f"acceptance of task {task['id']} failed"))
+                    failing.setdefault(issue_id, (evidence, f"acceptance of task {task.id} failed"))
                 elif statuses == {"verified"}:
                     passing[issue_id] = evidence
-            for acc in task["acceptance"]:
-                result = criteria.get(acc["id"])
-                if result and result["status"] == "verified":
-                    behaviour = self._behaviour_for(acc["condition"], loop, candidate_id)
+            for acc in task.acceptance:
+                result = criteria.get(acc.id)
+                if result and result.verified:
+                    behaviour = self._behaviour_for(acc.condition, loop, candidate_id)
                     self._mark_behaviour(behaviour, "verified", loop, candidate_id)
-                    for issue_id in task["issues"]:
+                    for issue_id in task.issues:
                         if issue_id not in behaviour["issues"]:
                             behaviour["issues"].append(issue_id)
 
         # A finding that names the behaviour it breaks describes that regression: its title and severity
         # name the regression issue when one is opened, and it adds no issue of its own.
-        named = {}
-        for finding in qa["findings"]:
-            if finding.get("behaviour_id") in self._behaviours and "issue_id" not in finding:
-                named.setdefault(finding["behaviour_id"], finding)
+        named: dict[str, Finding] = {}
+        for finding in qa.findings:
+            if finding.behaviour_id in self._behaviours and finding.issue_id is None:
+                named.setdefault(finding.behaviour_id, finding)
 
         def regression_issues(behaviour: dict[str, Any], evidence: list[str], note: str) -> None:
             linked = self._linked(behaviour)
             if not linked:
                 finding = named.get(behaviour["id"])
-                title, severity = (finding["title"], finding["severity"]) if finding else \
+                title, severity = (finding.title, finding.severity) if finding else \
                     (f"Regression: {behaviour['behaviour']}", "major")
                 linked = [self._new_issue(title, severity, loop, behaviour["id"])["id"]]
             for issue_id in linked:
                 failing.setdefault(issue_id, (evidence, note))
 
-        for item in qa["preserved"]:
-            behaviour = self._behaviours.get(item["id"])
-            if behaviour is None or item["status"] == "insufficient_evidence":
+        for item in qa.preserved:
+            behaviour = self._behaviours.get(item.id)
+            if behaviour is None or item.status == "insufficient_evidence":
                 continue
-            self._mark_behaviour(behaviour, item["status"], loop, candidate_id)
-            if item["status"] == "verified":
+            self._mark_behaviour(behaviour, item.status, loop, candidate_id)
+            if item.verified:
                 for issue_id in self._linked(behaviour):
                     if self._issues[issue_id].get("behaviour_id") == behaviour["id"]:
                         passing.setdefault(issue_id, refs(item))
             else:
                 regression_issues(behaviour, refs(item), f"verified behaviour {behaviour['id']} broke")
 
-        for finding in qa["findings"]:
-            if issue := self._issues.get(finding.get("issue_id", "")):
-                failing.setdefault(issue["id"], (refs(finding), finding["title"]))
-            elif behaviour := self._behaviours.get(finding.get("behaviour_id", "")):
+        for finding in qa.findings:
+            if issue := self._issues.get(finding.issue_id or ""):
+                failing.setdefault(issue["id"], (refs(finding), finding.title))
+            elif behaviour := self._behaviours.get(finding.behaviour_id or ""):
                 self._mark_behaviour(behaviour, "failed", loop, candidate_id)
-                regression_issues(behaviour, refs(finding), finding["title"])
+                regression_issues(behaviour, refs(finding), finding.title)
             else:
-                issue = self._new_issue(finding["title"], finding["severity"], loop)
-                failing.setdefault(issue["id"], (refs(finding), finding["title"]))
+                issue = self._new_issue(finding.title, finding.severity, loop)
+                failing.setdefault(issue["id"], (refs(finding), finding.title))
 
         for issue_id, evidence in passing.items():
             if issue_id not in failing and self._issues[issue_id]["status"] != "closed":

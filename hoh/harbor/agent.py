@@ -36,6 +36,7 @@ from ..config import HohConfig, TimeoutsConfig, apply_overrides, dump_config, lo
 from ..errors import TaskEnvironmentError, UsageError
 from ..harness import registry
 from ..paths import TaskRunPaths
+from ..statuses import RunStatus
 from . import budget, install
 from .context import fill_context, log_lines
 
@@ -246,7 +247,7 @@ class HohAgent(BaseAgent):
         error = summary.get("error") or ((stderr or "").strip().splitlines() or [f"exit code {code}"])[-1]
         if code == 0:
             return
-        if code == 2 or summary.get("status") in ("out_of_time", "interrupted"):
+        if code == 2 or summary.get("status") in (RunStatus.OUT_OF_TIME, RunStatus.INTERRUPTED):
             raise TaskEnvironmentError(error)
         raise NonZeroAgentExitCodeError(f"hoh stopped after {summary.get('loops_finished', 0)} loops: {error}")
 

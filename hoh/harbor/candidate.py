@@ -64,25 +64,26 @@ class CandidateAgent(BaseAgent):
         return hoh.__version__
 
     def candidate(self) -> tuple[Path, dict[str, Any]]:
+        """The loop's candidate.tar and its candidate.json record."""
         trial = Path(self.options.trial)
-        folder = Path(TaskRunPaths.for_trial(trial).candidate_dir(self.options.loop))
+        paths = TaskRunPaths.for_trial(trial)
         try:
-            record = json.loads((folder / "candidate.json").read_text(encoding="utf-8"))
+            record = json.loads(Path(paths.candidate_record(self.options.loop)).read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise TaskEnvironmentError(f"no candidate of loop {self.options.loop} in {trial} ({err})") from None
-        return folder, record
+        return Path(paths.candidate_tar(self.options.loop)), record
 
     async def setup(self, environment: BaseEnvironment) -> None:
         self.candidate()  # a missing candidate fails before anything is uploaded
 
     async def run(self, instruction: str, environment: BaseEnvironment, context: AgentContext) -> None:
-        folder, record = self.candidate()
+        tar, record = self.candidate()
         removed = removed_files(Path(self.options.trial), record["commit"])
         with tempfile.TemporaryDirectory(prefix="hoh-candidate-") as tmp:
             listing = Path(tmp, "removed")
             listing.write_bytes(b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in removed))
             await environment.upload_file(listing, f"{UPLOAD}.removed")
-        await environment.upload_file(folder / "candidate.tar", f"{UPLOAD}.tar")
+        await environment.upload_file(tar, f"{UPLOAD}.tar")
         workdir = shlex.quote(record["workdir"])
         script = (f"set -e; mkdir -p {workdir}; cd {workdir}; "
                   f"while IFS= read -r -d '' f; do rm -f -- \"$f\"; done < {UPLOAD}.removed; "

@@ -23,9 +23,10 @@ from typing import Any
 from ..config import role_harness
 from ..errors import HohError
 from ..evidence.ledger import Ledger
-from ..fsutil import load_state
-from ..plans import load_plan
 from ..paths import ROLES, WorkspacePaths
+from ..records import (Candidate, DeveloperReport, LoopSummary, Plan, QaReport, read_candidate, read_developer,
+                       read_plan, read_qa)
+from ..statuses import LoopStatus, RunStatus, Verdict
 from ..store.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
 from ..store.journal import Journal
 from ..store.status import workspace_status
@@ -93,9 +94,8 @@ class LoopModel:
     """One loop as far as it got: its status, its role outputs and what they cost."""
 
     loop: int
-    status: str
-    """pass | partial | fail | unverified | <role>_failed | running (unfinished)."""
-    verdict: str | None
+    status: LoopStatus
+    verdict: Verdict | None
     candidate_id: str | None
     criteria_verified: int
     criteria_total: int
@@ -108,16 +108,16 @@ class LoopModel:
     attempts: list[Attempt]
     failures: list[dict[str, Any]]
     """`role_failed` events: role, attempts, errors."""
-    plan: dict[str, Any] | None = None
-    developer: dict[str, Any] | None = None
-    candidate: dict[str, Any] | None = None
-    qa: dict[str, Any] | None = None
+    plan: Plan | None = None
+    developer: DeveloperReport | None = None
+    candidate: Candidate | None = None
+    qa: QaReport | None = None
     evidence: dict[str, EvidenceFile] = field(default_factory=dict)
     diffstat: DiffStat | None = None
 
     @property
     def finished(self) -> bool:
-        return self.status != "running"
+        return self.status != LoopStatus.RUNNING
 
     def tokens(self, role: str | None = None) -> int:
         roles = [role] if role else list(self.usage)
@@ -131,9 +131,9 @@ class LoopModel:
     def acceptance(self) -> dict[str, dict[str, Any]]:
         """Acceptance id → the plan's condition (and its task), for QA's criteria."""
         out: dict[str, dict[str, Any]] = {}
-        for task in (self.plan or {}).get("tasks", []):
-            for acc in task.get("acceptance", []):
-                out[acc["id"]] = {**acc, "task": task["id"]}
+        for task in self.plan.tasks if self.plan else ():
+            for acc in task.acceptance:
+                out[acc.id] = {**acc.to_json(), "task": task.id}
         return out
 
 
@@ -184,7 +184,7 @@ def read_run(root: Path) -> RunModel:
     status = workspace_status(ws)
     facts = _journal_facts(Journal(paths.journal))
     ledger = Ledger.load(paths.ledger)
-    loops = [_loop(paths, entry, facts) for entry in status["loops"]]
+    loops = [_loop(paths, LoopSummary.from_json(entry), facts) for entry in status["loops"]]
     budget = INLINE_TOTAL_BYTES
     for lp in reversed(loops):
         lp.evidence, budget = _evidence(paths, paths.loop(lp.loop).evidence, budget)
@@ -192,17 +192,17 @@ def read_run(root: Path) -> RunModel:
         workspace=paths.root, title=spec_title(paths.spec.read_text(encoding="utf-8")),
         spec_sha256=ws.identity["spec_sha256"], roles=role_settings(ws),
         mode=ws.config.mode, mechanisms=ws.config.mechanisms.model_dump(), state=status["state"],
-        live=status["state"] == "running", target_loops=status["target_loops"],
+        live=status["state"] == RunStatus.RUNNING, target_loops=status["target_loops"],
         loops_finished=status["loops_finished"], stop_reason=facts["stop_reason"], sessions=facts["sessions"],
         usage=status["usage"], loops=loops, issues=ledger.issues, behaviours=ledger.behaviours)
     try:
-        stats = diff_stats(ws, [lp.candidate["commit"] for lp in loops if lp.candidate])
+        stats = diff_stats(ws, [lp.candidate.commit for lp in loops if lp.candidate])
     except HohError as err:
         model.diff_note = f"diff stats unavailable: {err}"
     else:
         for lp in loops:
             if lp.candidate:
-                lp.diffstat = stats.get(lp.candidate["commit"])
+                lp.diffstat = stats.get(lp.candidate.commit)
     return model
 
 
@@ -240,29 +240,26 @@ def _journal_facts(journal: Journal) -> dict[str, Any]:
         elif isinstance(ev, RunFinished):
             last_run = ev
     reason = None
-    if last_run is not None and last_run.status != "finished":
+    if last_run is not None and last_run.status != RunStatus.FINISHED:
         reason = f"{last_run.status}: {last_run.error or 'no detail recorded'}"
     return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions}
 
 
-def _loop(paths: WorkspacePaths, entry: dict[str, Any], facts: dict[str, Any]) -> LoopModel:
-    t = entry["loop"]
+def _loop(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any]) -> LoopModel:
+    t = entry.loop
     lp = paths.loop(t)
     attempts = [Attempt(ev.role, ev.attempt, ev.ok, ev.outcome, float(ev.seconds), list(ev.errors),
                         paths.rel(lp.attempt_dir(ev.role, ev.attempt))) for ev in facts["attempts"].get(t, [])]
     model = LoopModel(
-        loop=t, status=entry["status"], verdict=entry["verdict"], candidate_id=entry["candidate_id"],
-        criteria_verified=entry["criteria_verified"], criteria_total=entry["criteria_total"],
-        seconds=entry["seconds"], issues=entry["issues"], usage=entry["usage"],
-        role_seconds={role: entry["role_seconds"].get(role, 0.0) for role in ROLES}, attempts=attempts,
+        loop=t, status=entry.status, verdict=entry.verdict, candidate_id=entry.candidate_id,
+        criteria_verified=entry.criteria_verified, criteria_total=entry.criteria_total,
+        seconds=entry.seconds, issues=entry.issues, usage=entry.usage,
+        role_seconds={role: entry.role_seconds.get(role, 0.0) for role in ROLES}, attempts=attempts,
         failures=[{"role": f.role, "attempts": f.attempts, "errors": f.errors} for f in facts["failures"].get(t, [])])
-    required = {"plan": ("goal", "tasks"), "developer": ("summary", "tasks"),
-                "candidate": ("candidate_id", "commit", "parent"),
-                "qa": ("verdict", "criteria", "preserved", "findings")}
-    for name, keys in required.items():
-        path: Path = getattr(lp, name)
-        if path.exists():
-            setattr(model, name, load_plan(path) if name == "plan" else load_state(path, ("schema_version", *keys)))
+    model.plan = read_plan(lp.plan) if lp.plan.exists() else None
+    model.developer = read_developer(lp.developer) if lp.developer.exists() else None
+    model.candidate = read_candidate(lp.candidate) if lp.candidate.exists() else None
+    model.qa = read_qa(lp.qa) if lp.qa.exists() else None
     return model
 
 

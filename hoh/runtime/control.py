@@ -8,6 +8,7 @@ from typing import Any, Callable
 from ..config import HohConfig
 from ..errors import StopRequested
 from ..paths import WorkspacePaths
+from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev
 from ..store import stop
 from ..store.budget import BudgetGate, figures
@@ -32,15 +33,15 @@ class RunControl:
         if self.stop_file.read(newer_than=self.opened_at) is None:
             self.stop_file.clear()  # a request nobody saw (its run had ended) is not for this one
 
-    def end_after(self, t: int, target: int) -> tuple[str, str] | None:
+    def end_after(self, t: int, target: int) -> tuple[RunStatus, str] | None:
         """Whether the run ends after loop t short of its target: the spec complete, or no progress."""
         stats = self.history.loops[t]
-        if stats.status == "complete":
-            return "complete", (f"loop {t}: the Planner found the spec complete and QA re-verified every verified "
+        if stats.status is LoopStatus.COMPLETE:
+            return RunStatus.COMPLETE, (f"loop {t}: the Planner found the spec complete and QA re-verified every verified "
                                 f"behaviour on {stats.candidate_id}")
         patience = self.config.policy.patience
         if patience and self.history.no_progress_streak >= patience and t < target:
-            return "stalled", (f"no progress in loops {t - patience + 1}–{t} (policy.patience={patience}): no "
+            return RunStatus.STALLED, (f"no progress in loops {t - patience + 1}–{t} (policy.patience={patience}): no "
                                "criterion newly verified, no issue closed, no behaviour added")
         return None
 

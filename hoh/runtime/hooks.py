@@ -14,8 +14,9 @@ from ..config import HookCommand, HooksConfig
 from ..fsutil import note_written
 from ..harness.process import run_process
 from ..paths import WorkspacePaths
+from ..records import LoopSummary
 from ..store.events import HookRan
-from ..store.journal import LoopStats, RunHistory
+from ..store.journal import RunHistory
 
 MAX_HOOK_OUTPUT = 1024 * 1024
 
@@ -24,12 +25,10 @@ def argv_of(command: HookCommand) -> list[str]:
     return shlex.split(command) if isinstance(command, str) else list(command)
 
 
-def loop_summary(stats: LoopStats) -> dict[str, Any]:
-    total = stats.total_usage
-    return {"loop": stats.loop, "status": stats.status, "candidate_id": stats.candidate_id,
-            "criteria_verified": stats.verified, "criteria": stats.criteria, "issues": stats.issues,
-            "progress": stats.progress, "seconds": stats.seconds, "tokens": total.total_tokens,
-            "cost_usd": total.cost_usd, "usage": {role: u.to_json() for role, u in stats.usage.items()}}
+def loop_summary(summary: LoopSummary) -> dict[str, Any]:
+    """A loop in a hook's payload: `hoh status`'s loop entry, plus `criteria`, the name hooks knew before
+    (the same figure as `criteria_total`), so a hook written for it still reads it."""
+    return {**summary.to_json(), "criteria": summary.criteria_total}
 
 
 def run_summary(paths: WorkspacePaths, history: RunHistory, budgets: dict[str, Any]) -> dict[str, Any]:
@@ -46,12 +45,12 @@ def run_hook(name: str, config: HooksConfig, paths: WorkspacePaths, payload: dic
     command = getattr(config, name)
     if command is None:
         return None
-    out = paths.hooks / f"{tag}-{name}"
+    stdout, stderr = paths.hook_output(tag, name, "out"), paths.hook_output(tag, name, "err")
     env = {**os.environ, "HOH_WORKSPACE": str(paths.root), "HOH_HOOK": name}
-    note_written(Path(f"{out}.out"))
-    note_written(Path(f"{out}.err"))
+    note_written(stdout)
+    note_written(stderr)
     proc = run_process(argv_of(command), cwd=paths.root, env=env, stdin=json.dumps(payload).encode(),
-                       stdout_path=Path(f"{out}.out"), stderr_path=Path(f"{out}.err"),
+                       stdout_path=stdout, stderr_path=stderr,
                        wall_timeout=config.timeout_seconds, idle_timeout=config.timeout_seconds,
                        max_output=MAX_HOOK_OUTPUT)
     error = None

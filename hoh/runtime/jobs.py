@@ -16,6 +16,7 @@ from ..evidence.ledger import Ledger
 from ..harness.jail import JailSpec, Network
 from ..harness.registries import registry_hosts
 from ..paths import WorkspacePaths
+from ..records import Candidate, Plan
 from ..resources import schema
 from ..store.git import History
 from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
@@ -66,8 +67,7 @@ class JobFactory:
         state/ (but the active attempt's logs; sealed loops through their seal), the journal, spec,
         config, script, and the other roles' harness homes (no planting instructions for the next role)."""
         role = attempt_dir.parent.name
-        loops_dir = self.paths.state / "loops"  # not a LoopPaths per sealed loop: this runs every attempt
-        sealed_dirs = tuple(loops_dir / f"{t:04d}" for t in self.sealed.sealed_loops())
+        sealed_dirs = tuple(self.paths.loop(t).dir for t in self.sealed.sealed_loops())
         areas: list[Area] = [
             *([MirrorArea(self.mirror, head, strict=read_only_project, published_tags=self.repo.tags, cache=self.cache)]
               if self.mirror.enabled else []),
@@ -78,7 +78,7 @@ class JobFactory:
             JournalArea(self.journal),
             FileArea("spec.md", self.paths.spec, [], cache=self.cache),
             FileArea("hoh.yaml", self.paths.config, [], cache=self.cache),
-            FileArea("harness homes", self.paths.scratch / "homes", [], cache=self.cache, skip=(self.home(role),))]
+            FileArea("harness homes", self.paths.harness_homes, [], cache=self.cache, skip=(self.home(role),))]
         if self.paths.script.exists():
             areas.append(FileArea("script.yaml", self.paths.script, [], cache=self.cache))
         return areas
@@ -103,9 +103,10 @@ class JobFactory:
     def _evidence_dirs(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
         """The earlier loops' state the index points the Planner to, without any role's prompt or transcript:
         (state/loops read-only, each loop's roles/ hidden)."""
-        loops = self.paths.state / "loops"
+        loops = self.paths.loops
         if not loops.is_dir():
             return (), ()
+        # Every dir there, not only the loops hoh numbered: whatever holds a roles/ stays hidden.
         return (loops,), tuple(d / "roles" for d in sorted(loops.iterdir()) if (d / "roles").is_dir())
 
     def _project(self) -> WorkTreeArea:
@@ -140,7 +141,7 @@ class JobFactory:
             jail=self._jail("planner", inputs, read_only=(self.paths.project, *evidence), hidden=transcripts),
         )
 
-    def developer(self, loop: int, base_commit: str, plan: dict[str, Any], plan_md: str) -> RoleJob:
+    def developer(self, loop: int, base_commit: str, plan: Plan, plan_md: str) -> RoleJob:
         lp = self.paths.loop(loop)
         return RoleJob(
             role="developer", loop=loop, workdir=self.paths.project, access="write",
@@ -155,15 +156,15 @@ class JobFactory:
             jail=self._jail("developer", [self.paths.spec, lp.plan], writable=(self.paths.project,)),
         )
 
-    def qa(self, loop: int, candidate: dict[str, Any], plan: dict[str, Any], plan_md: str, ledger: Ledger) -> RoleJob:
+    def qa(self, loop: int, candidate: Candidate, plan: Plan, plan_md: str, ledger: Ledger) -> RoleJob:
         lp = self.paths.loop(loop)
 
         view = self.paths.view
 
         def protected(adir: Path) -> list[Area]:
-            return [*self._fixed_files(adir, candidate["commit"], True), self._project(),
+            return [*self._fixed_files(adir, candidate.commit, True), self._project(),
                     WorkTreeArea("candidate copy", self.repo, view, self.repo.view_index, self.ignore,
-                                 rebuild=lambda: self.repo.update_view(view, candidate["commit"]))]
+                                 rebuild=lambda: self.repo.update_view(view, candidate.commit))]
 
         def fresh_evidence_dir(resumed: bool) -> None:
             # A new attempt must not cite files an earlier (perhaps rejected) attempt left behind, and
@@ -178,15 +179,15 @@ class JobFactory:
         return RoleJob(
             role="qa", loop=loop, workdir=view, access="read-only", writable=(lp.qa_evidence,),
             before_attempt=fresh_evidence_dir,
-            prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, candidate_id=candidate["candidate_id"],
+            prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, candidate_id=candidate.candidate_id,
                                candidate_dir=view, evidence_dir=lp.qa_evidence, schema=schema_text("qa")),
-            expectations=Expectations(loop=loop, plan=plan, candidate_id=candidate["candidate_id"],
+            expectations=Expectations(loop=loop, plan=plan, candidate_id=candidate.candidate_id,
                                       evidence_dir=lp.qa_evidence, issue_ids=ledger.issue_ids(),
                                       behaviour_ids=ledger.behaviour_ids()),
             inputs=[self.paths.spec, lp.plan, lp.candidate],
-            project={"commit": candidate["commit"], "tree": candidate["tree"]},
+            project={"commit": candidate.commit, "tree": candidate.tree},
             protected=protected,
-            context=self._context(candidate_id=candidate["candidate_id"], evidence_dir=lp.qa_evidence),
+            context=self._context(candidate_id=candidate.candidate_id, evidence_dir=lp.qa_evidence),
             mechanisms=self._mechanisms(),
             # QA judges the frozen view alone: no project, no history, its evidence dir its only writable place.
             jail=self._jail("qa", [self.paths.spec, lp.plan, lp.candidate], writable=(lp.qa_evidence,),

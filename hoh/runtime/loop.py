@@ -11,19 +11,22 @@ from __future__ import annotations
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import RoleFailed, RunEnded, StateError
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
-from ..fsutil import (atomic_write_json, atomic_write_text, copy_regular_tree, load_state, note_written,
-                      remove_temp_files, sha256_file)
+from ..fsutil import (atomic_write_json, atomic_write_text, copy_regular_tree, note_written, remove_temp_files,
+                      sha256_file)
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
 from ..harness.limits import Limits, sweep as sweep_cgroups
 from ..harness.process import reap
-from ..plans import load_plan, single_task_plan
+from ..plans import single_task_plan
+from ..records import (Candidate, DeveloperReport, Plan, Preserved, QaReport, read_candidate, read_developer,
+                       read_plan, read_qa)
+from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev
 from .control import RunControl
 from .hooks import loop_summary
@@ -43,27 +46,21 @@ SANDBOX_OFF = ("sandbox.mode is off: roles run without the OS jail; what protect
                "container, the container")
 
 
-ENDED_AS_PLANNED = ("finished", "complete", "stalled")
-"""Run statuses of a run that needs nothing more: its target reached, the spec complete, or no progress."""
-
-
 @dataclass
 class RunReport:
-    status: str
-    """finished | complete (the Planner found the spec complete, QA re-verified everything) | stalled
-    (`policy.patience` loops without progress) | budget_exhausted | stopped (`hoh stop`, a first Ctrl-C) |
-    quota_exhausted (a usage limit resets too late) | failed (a role failed under the stop policy); the journal
-    also records interrupted (a second Ctrl-C) and error (an exception, re-raised)."""
+    status: RunStatus
+    """Any `RunStatus` but not started; the journal also records interrupted (a second Ctrl-C) and error (an
+    exception, re-raised), which no caller gets as a report."""
     loops_finished: int
     target_loops: int
     error: str | None = None
 
     @property
     def ended_as_planned(self) -> bool:
-        return self.status in ENDED_AS_PLANNED
+        return self.status.ended_as_planned
 
 
-def spec_as_plan(t: int) -> dict[str, Any]:
+def spec_as_plan(t: int) -> Plan:
     """The plan of a Developer-only loop: the whole spec, no Planner, no increments."""
     return single_task_plan(t, goal="Implement the product spec", title="Implement the spec",
                             details="Build everything the spec asks for, continuing from the project as it is.",
@@ -74,11 +71,11 @@ def spec_as_plan(t: int) -> dict[str, Any]:
 class LoopOutcome:
     """How a loop ended, and the state files it got as far as writing."""
 
-    status: str
-    plan: dict[str, Any] | None = None
-    developer: dict[str, Any] | None = None
-    candidate: dict[str, Any] | None = None
-    qa: dict[str, Any] | None = None
+    status: LoopStatus
+    plan: Plan | None = None
+    developer: DeveloperReport | None = None
+    candidate: Candidate | None = None
+    qa: QaReport | None = None
 
 
 def check_sealed_state(ws: Workspace, history: RunHistory) -> None:
@@ -86,7 +83,7 @@ def check_sealed_state(ws: Workspace, history: RunHistory) -> None:
     file still has the content it was sealed with (re-hashed, no stat cache trusted)."""
     sealed = SealedState(ws.history, ws.paths.state)
     done = set(sealed.sealed_loops())
-    for t in sorted(t for t, stats in history.loops.items() if stats.status != "running" and t not in done):
+    for t in sorted(t for t, stats in history.loops.items() if stats.status.finished and t not in done):
         sealed.seal(t)
     if tampered := sealed.verify(sealed.open_loops()):
         shown = ", ".join(f"{kind} {ws.paths.state / rel}" for kind, _, rel in (c.partition(" ") for c in tampered[:3]))
@@ -107,10 +104,6 @@ def clear_temp_files(ws: Workspace) -> None:
 def role_limits(config) -> Limits:
     limits = config.sandbox.limits
     return Limits(limits.processes, limits.memory_mb * 2**20 if limits.memory_mb else None)
-
-
-def _load(path) -> dict[str, Any]:
-    return load_state(path, ("schema_version", "loop"))
 
 
 class Runtime:
@@ -179,7 +172,7 @@ class Runtime:
                                           harness=self.config.harness.name, sandbox=self.config.sandbox.mode))
         if self.config.sandbox.mode == "off":
             self.notify("warning", message=SANDBOX_OFF)
-        report = RunReport("running", history.last_finished_loop, target_loops)
+        report = RunReport(RunStatus.RUNNING, history.last_finished_loop, target_loops)
         try:
             for t in range(history.last_finished_loop + 1, target_loops + 1):
                 self.notify("loop", loop=t, target=target_loops)
@@ -189,27 +182,27 @@ class Runtime:
                     report.status, report.error = ended
                     break
             else:
-                report.status = "finished"
+                report.status = RunStatus.FINISHED
                 if report.loops_finished == history.last_finished_loop and previous is not None \
-                        and previous.status in ("complete", "stalled"):
-                    report.status, report.error = previous.status, previous.error  # nothing more was asked for
+                        and previous.status in (RunStatus.COMPLETE, RunStatus.STALLED):
+                    report.status, report.error = RunStatus(previous.status), previous.error  # nothing more asked for
         except RoleFailed as err:
-            report.status, report.error = "failed", str(err)
+            report.status, report.error = RunStatus.FAILED, str(err)
         except RunEnded as err:
             report.status, report.error = err.status, str(err)
         except BaseException as err:
-            report.status = "interrupted" if isinstance(err, KeyboardInterrupt) else "error"
+            report.status = RunStatus.INTERRUPTED if isinstance(err, KeyboardInterrupt) else RunStatus.ERROR
             report.error = str(err) or type(err).__name__
             raise
         finally:
             self.journal.append(ev.RunFinished(status=report.status, loops_finished=report.loops_finished,
                                                error=report.error))
             control.stop_file.clear()
-            if report.status != "interrupted":
+            if report.status is not RunStatus.INTERRUPTED:
                 last = history.last_finished_loop
                 control.hook("on_stop", None, f"stop-{history.sessions}",
                           {"event": "stop", "status": report.status, "error": report.error,
-                           "last_loop": loop_summary(history.loops[last]) if last else None})
+                           "last_loop": loop_summary(history.loops[last].summary()) if last else None})
         return report
 
     # ---- one loop ----------------------------------------------------------------------------
@@ -220,46 +213,47 @@ class Runtime:
         base = self.base_commit(t)
         if not any(self.history.done(t, step) for step in ev.STEPS):
             self.journal.append(ev.LoopStarted(loop=t, base_commit=base))
-        self.finish_loop(t, self.loop_steps(t, base))
+        ledger = Ledger.load(self.paths.ledger)  # once per loop: the roles read it, the evidence step folds into it
+        self.finish_loop(t, self.loop_steps(t, base, ledger), ledger)
 
-    def loop_steps(self, t: int, base: str) -> LoopOutcome:
-        plan = self.step_planner(t, base)
+    def loop_steps(self, t: int, base: str, ledger: Ledger) -> LoopOutcome:
+        plan = self.step_planner(t, base, ledger)
         if plan is None:
-            return LoopOutcome("planner_failed")
-        if plan.get("spec_complete"):
+            return LoopOutcome(LoopStatus.PLANNER_FAILED)
+        if plan.spec_complete:
             # No Developer: the last candidate again, and QA re-verifies every verified behaviour on it.
             self.repo.reset_to(base)
             candidate = self.step_freeze(t, base, plan)
-            qa = self.step_qa(t, plan, candidate)
-            status = "complete" if qa and qa["verdict"] == "pass" else (qa["verdict"] if qa else "qa_failed")
-            return LoopOutcome(status, plan, None, candidate, qa)
+            qa = self.step_qa(t, plan, candidate, ledger)
+            status = LoopStatus.of_verdict(qa.verdict if qa else None)
+            return LoopOutcome(LoopStatus.COMPLETE if status is LoopStatus.PASS else status, plan, None, candidate, qa)
         developer = self.step_developer(t, base, plan)
         if developer is None:
-            return LoopOutcome("developer_failed", plan)
+            return LoopOutcome(LoopStatus.DEVELOPER_FAILED, plan)
         candidate = self.step_freeze(t, base, plan)
         if self.config.mode == "developer_only":
-            return LoopOutcome("unverified", plan, developer, candidate)
-        qa = self.step_qa(t, plan, candidate)
-        return LoopOutcome(qa["verdict"] if qa else "qa_failed", plan, developer, candidate, qa)
+            return LoopOutcome(LoopStatus.UNVERIFIED, plan, developer, candidate)
+        qa = self.step_qa(t, plan, candidate, ledger)
+        return LoopOutcome(LoopStatus.of_verdict(qa.verdict if qa else None), plan, developer, candidate, qa)
 
     def base_commit(self, t: int) -> str:
         """A_{t-1}: the newest frozen candidate before loop t, else the empty root commit."""
         for earlier in range(t - 1, 0, -1):
             path = self.paths.loop(earlier).candidate
             if path.exists():
-                return _load(path)["commit"]
+                return read_candidate(path).commit
         return self.ws.identity["root_commit"]
 
     def _finished(self, t: int, step: str, path=None, **fields: Any) -> None:
         sha = sha256_file(path) if path is not None else None
         self.journal.append(ev.StepFinished(loop=t, step=step, sha256=sha, **fields))
 
-    def _run_role(self, job: RoleJob) -> dict[str, Any] | None:
+    def _run_role(self, job: RoleJob) -> Plan | DeveloperReport | QaReport | None:
         """Run a role afresh; a role interrupted earlier keeps its attempts aside, not reused."""
         role_dir = self.paths.loop(job.loop).role_dir(job.role)
         if role_dir.exists():
             n = 1
-            while (aside := role_dir.with_name(f"{job.role}.interrupted-{n}")).exists():
+            while (aside := self.paths.loop(job.loop).role_set_aside(job.role, n)).exists():
                 n += 1
             note_written(role_dir)
             note_written(aside)
@@ -278,36 +272,40 @@ class Runtime:
         return None
 
     # ---- steps -------------------------------------------------------------------------------
-    def step_planner(self, t: int, base: str) -> dict[str, Any] | None:
+    def step_planner(self, t: int, base: str, ledger: Ledger) -> Plan | None:
         lp = self.paths.loop(t)
         if done := self.history.done(t, "planner"):
-            return load_plan(lp.plan) if done.status == "ok" else None
+            return read_plan(lp.plan) if done.status == "ok" else None
         if self.config.mode == "developer_only":
             plan, reused = spec_as_plan(t), False
         elif not self.config.mechanisms.plan_update and t > 1 and self.paths.loop(1).plan.exists():
-            plan = {**load_plan(self.paths.loop(1).plan), "loop": t}
+            plan = replace(read_plan(self.paths.loop(1).plan), loop=t)
             reused = True
         else:
             self.repo.reset_to(base)
-            ledger = Ledger.load(self.paths.ledger)
-            plan = self._run_role(self.jobs.planner(t, base, ledger))
-            if plan is None:
+            planned = self._run_role(self.jobs.planner(t, base, ledger))
+            if planned is None:
                 return None
-            reused = False
-            # A preserved id means the register's behaviour, whatever words the Planner used for it.
-            for item in plan["preserve"]:
-                item["behaviour"] = ledger.behaviour(item["id"])["behaviour"]
-            if plan.get("spec_complete"):  # the last check before `complete` covers everything verified
-                plan["preserve"] = [{"id": b["id"], "behaviour": b["behaviour"]} for b in ledger.verified_behaviours()]
+            plan, reused = self.preserve_as_registered(planned, ledger), False
         atomic_write_text(lp.plan_md, plan_markdown(plan))
-        atomic_write_json(lp.plan, plan)
+        atomic_write_json(lp.plan, plan.to_json())
         self._finished(t, "planner", lp.plan, status="ok", reused_plan=reused)
         return plan
 
-    def step_developer(self, t: int, base: str, plan: dict[str, Any]) -> dict[str, Any] | None:
+    @staticmethod
+    def preserve_as_registered(plan: Plan, ledger: Ledger) -> Plan:
+        """A preserved id means the register's behaviour, whatever words the Planner used for it; a spec-complete
+        plan preserves every verified behaviour (the last check before `complete` covers them all)."""
+        if plan.spec_complete:
+            kept = [Preserved(b["id"], b["behaviour"]) for b in ledger.verified_behaviours()]
+        else:
+            kept = [Preserved(p.id, ledger.behaviour(p.id)["behaviour"]) for p in plan.preserve]
+        return replace(plan, preserve=tuple(kept))
+
+    def step_developer(self, t: int, base: str, plan: Plan) -> DeveloperReport | None:
         lp = self.paths.loop(t)
         if done := self.history.done(t, "developer"):
-            return _load(lp.developer) if done.status == "ok" else None
+            return read_developer(lp.developer) if done.status == "ok" else None
         self.repo.reset_to(base)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
@@ -316,50 +314,47 @@ class Runtime:
         if report is None:
             self.repo.reset_to(base)
             return None
-        atomic_write_json(lp.developer, report)
+        atomic_write_json(lp.developer, report.to_json())
         self._finished(t, "developer", lp.developer, status="ok")
         return report
 
-    def step_freeze(self, t: int, base: str, plan: dict[str, Any]) -> dict[str, Any]:
+    def step_freeze(self, t: int, base: str, plan: Plan) -> Candidate:
         lp = self.paths.loop(t)
         if self.history.done(t, "freeze"):
-            return _load(lp.candidate)
-        commit = self.repo.commit_all(base, f"hoh loop {t}: {plan['goal']}", loop=t)
-        tree = self.repo.tree_of(commit)
+            return read_candidate(lp.candidate)
+        commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t)
         tag = f"loop-{t:04d}"
         self.repo.tag(tag, commit)
         self.mirror.publish(commit, tag, index=self.repo.index)
-        candidate = {"schema_version": 1, "loop": t, "candidate_id": f"loop-{t:04d}-{tree[:12]}",
-                     "commit": commit, "tree": tree, "parent": base, "tag": tag}
-        atomic_write_json(lp.candidate, candidate)
-        self._finished(t, "freeze", lp.candidate, candidate_id=candidate["candidate_id"])
-        self.notify("frozen", loop=t, candidate_id=candidate["candidate_id"])
+        candidate = Candidate.frozen(t, commit, self.repo.tree_of(commit), base, tag)
+        atomic_write_json(lp.candidate, candidate.to_json())
+        self._finished(t, "freeze", lp.candidate, candidate_id=candidate.candidate_id)
+        self.notify("frozen", loop=t, candidate_id=candidate.candidate_id)
         return candidate
 
-    def step_qa(self, t: int, plan: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any] | None:
+    def step_qa(self, t: int, plan: Plan, candidate: Candidate, ledger: Ledger) -> QaReport | None:
         lp = self.paths.loop(t)
         if done := self.history.done(t, "qa"):
-            return _load(lp.qa) if done.status == "ok" else None
-        self.repo.reset_to(candidate["commit"])
-        shutil.rmtree(lp.scratch / "qa", ignore_errors=True)
-        self.repo.update_view(self.paths.view, candidate["commit"])
+            return read_qa(lp.qa) if done.status == "ok" else None
+        self.repo.reset_to(candidate.commit)
+        shutil.rmtree(lp.qa_scratch, ignore_errors=True)
+        self.repo.update_view(self.paths.view, candidate.commit)
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
-        report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, Ledger.load(self.paths.ledger)))
+        report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, ledger))
         if report is None:
             return None
         note_written(lp.evidence)
         shutil.rmtree(lp.evidence, ignore_errors=True)
         # Regular files and dirs only: a symlink could point anywhere, a FIFO would block the copy.
         copy_regular_tree(lp.qa_evidence, lp.evidence, MAX_EVIDENCE_FILE_BYTES)
-        atomic_write_json(lp.qa, report)
-        self._finished(t, "qa", lp.qa, status="ok", verdict=report["verdict"])
-        shutil.rmtree(lp.scratch / "qa", ignore_errors=True)
+        atomic_write_json(lp.qa, report.to_json())
+        self._finished(t, "qa", lp.qa, status="ok", verdict=report.verdict)
+        shutil.rmtree(lp.qa_scratch, ignore_errors=True)
         return report
 
-    def finish_loop(self, t: int, outcome: LoopOutcome) -> None:
-        ledger = Ledger.load(self.paths.ledger)
-        candidate_id = outcome.candidate["candidate_id"] if outcome.candidate else None
+    def finish_loop(self, t: int, outcome: LoopOutcome, ledger: Ledger) -> None:
+        candidate_id = outcome.candidate.candidate_id if outcome.candidate else None
         if not self.history.done(t, "evidence"):
             # The ledger records the last loop folded in, so a crash between its save and the
             # journal entry never applies a loop twice.
@@ -371,13 +366,14 @@ class Runtime:
             self.write_index(t, ledger)
             self._finished(t, "evidence", self.paths.ledger, status=outcome.status)
         self.sealed.seal(t)
-        criteria = (outcome.qa or {}).get("criteria", [])
+        qa = outcome.qa
         self.journal.append(ev.LoopFinished(loop=t, status=outcome.status, candidate_id=candidate_id,
-                                            verified=sum(1 for c in criteria if c["status"] == "verified"),
-                                            criteria=len(criteria), issues=ledger.counts(),
+                                            verified=qa.verified_count if qa else 0,
+                                            criteria=len(qa.criteria) if qa else 0, issues=ledger.counts(),
                                             progress=ledger.progress(t)))
         self.notify("loop_done", loop=t, status=outcome.status)
-        self.control.hook("on_loop_end", t, f"{t:04d}", {"event": "loop_end", **loop_summary(self.history.loops[t])})
+        self.control.hook("on_loop_end", t, f"{t:04d}",
+                          {"event": "loop_end", **loop_summary(self.history.loops[t].summary())})
 
     def write_index(self, t: int, ledger: Ledger) -> None:
         text = build_index(self.paths, self.jobs.spec_text, ledger, t, self.config.index)

@@ -26,7 +26,7 @@ from .between import Continuity
 from .guard import Area, Guard
 from ..store.journal import Journal
 from .prompts import template
-from .validate import Expectations, validate_output
+from .validate import Expectations, RoleOutput, validate_output
 
 
 @dataclass
@@ -56,7 +56,7 @@ class RoleJob:
 
 @dataclass
 class RoleResult:
-    output: dict[str, Any] | None
+    output: RoleOutput | None
     attempts: int
     errors: list[str]
     usage: Usage

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..records import DeveloperReport, Plan, QaReport, record_of
+from ..statuses import Verdict
 from ..resources import schema_errors
 
 FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n?```", re.DOTALL)
@@ -56,7 +58,7 @@ class Expectations:
     """What the Runtime knows that a role's output must agree with."""
 
     loop: int
-    plan: dict[str, Any] | None = None
+    plan: Plan | None = None
     candidate_id: str | None = None
     evidence_dir: Path | None = None
     issue_ids: set[str] | None = None
@@ -65,19 +67,20 @@ class Expectations:
     """Open, reopened and fixed-pending issues: a plan that calls the spec complete leaves none behind."""
     verified_ids: set[str] | None = None
 
+    def __post_init__(self) -> None:
+        if self.plan is not None:
+            self.plan = record_of(Plan, self.plan)  # a plan's JSON (tests build them by hand) is read as one
+
 
 def _duplicates(ids: list[str]) -> list[str]:
     return sorted(i for i, n in Counter(ids).items() if n > 1)
 
 
-def plan_ids(plan: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
-    tasks = [t["id"] for t in plan["tasks"]]
-    acceptance = [a["id"] for t in plan["tasks"] for a in t["acceptance"]]
-    preserve = [p["id"] for p in plan["preserve"]]
-    return tasks, acceptance, preserve
+def plan_ids(plan: Plan) -> tuple[list[str], list[str], list[str]]:
+    return [t.id for t in plan.tasks], [a.id for a in plan.acceptance], [p.id for p in plan.preserve]
 
 
-def check_plan(plan: dict[str, Any], exp: Expectations) -> list[str]:
+def check_plan(plan: Plan, exp: Expectations) -> list[str]:
     errors = []
     tasks, acceptance, preserve = plan_ids(plan)
     if dups := _duplicates(tasks):
@@ -87,14 +90,14 @@ def check_plan(plan: dict[str, Any], exp: Expectations) -> list[str]:
     if dups := _duplicates(preserve):
         errors.append(f"preserve ids must be unique; repeated: {', '.join(dups)}")
     if exp.issue_ids is not None:
-        unknown = sorted({i for t in plan["tasks"] for i in t["issues"]} - exp.issue_ids)
+        unknown = sorted({i for t in plan.tasks for i in t.issues} - exp.issue_ids)
         if unknown:
             errors.append(f"tasks cite issue ids that are not in the ledger: {', '.join(unknown)}")
     if exp.behaviour_ids is not None:
         unknown = sorted(set(preserve) - exp.behaviour_ids)
         if unknown:
             errors.append(f"preserve cites behaviour ids that are not verified behaviours: {', '.join(unknown)}")
-    if plan.get("spec_complete"):
+    if plan.spec_complete:
         if exp.active_issue_ids:
             errors.append("spec_complete is impossible while issues are open: plan tasks for "
                           f"{', '.join(sorted(exp.active_issue_ids))} first")
@@ -104,9 +107,9 @@ def check_plan(plan: dict[str, Any], exp: Expectations) -> list[str]:
     return errors
 
 
-def check_developer(report: dict[str, Any], exp: Expectations) -> list[str]:
+def check_developer(report: DeveloperReport, exp: Expectations) -> list[str]:
     planned, _, _ = plan_ids(exp.plan)
-    reported = [t["id"] for t in report["tasks"]]
+    reported = [t.id for t in report.tasks]
     errors = []
     if unknown := sorted(set(reported) - set(planned)):
         errors.append(f"tasks not in the plan: {', '.join(unknown)}")
@@ -148,44 +151,44 @@ def evidence_size(evidence_dir: Path) -> int:
     return total
 
 
-def check_qa(report: dict[str, Any], exp: Expectations) -> list[str]:
+def check_qa(report: QaReport, exp: Expectations) -> list[str]:
     errors = []
     if exp.evidence_dir is not None and (exp.evidence_dir.is_symlink() or not exp.evidence_dir.is_dir()):
         return [f"the evidence dir {exp.evidence_dir} was replaced or removed; write evidence files inside it, "
                 "as created"]
-    if report["candidate_id"] != exp.candidate_id:
-        errors.append(f"candidate_id is '{report['candidate_id']}' but the frozen candidate is '{exp.candidate_id}'")
+    if report.candidate_id != exp.candidate_id:
+        errors.append(f"candidate_id is '{report.candidate_id}' but the frozen candidate is '{exp.candidate_id}'")
     _, acceptance, preserve = plan_ids(exp.plan)
-    for key, expected, what in (("criteria", acceptance, "acceptance condition"), ("preserved", preserve, "preserved behaviour")):
-        got = [c["id"] for c in report[key]]
+    for key, results, expected, what in (("criteria", report.criteria, acceptance, "acceptance condition"),
+                                         ("preserved", report.preserved, preserve, "preserved behaviour")):
+        got = [c.id for c in results]
         if unknown := sorted(set(got) - set(expected)):
             errors.append(f"{key} has ids that are not a plan {what}: {', '.join(unknown)}")
         if missing := [i for i in expected if i not in got]:
             errors.append(f"{key} must cover every plan {what} exactly once; missing: {', '.join(missing)}")
         if dups := _duplicates(got):
             errors.append(f"{key} reports ids more than once: {', '.join(dups)}")
-        for item in report[key]:
-            if item["status"] == "verified" and not item["evidence"]:
-                errors.append(f"{key} '{item['id']}' is verified but cites no evidence; missing evidence is not a pass")
+        for item in results:
+            if item.verified and not item.evidence:
+                errors.append(f"{key} '{item.id}' is verified but cites no evidence; missing evidence is not a pass")
     if exp.evidence_dir is not None and (total := evidence_size(exp.evidence_dir)) > MAX_EVIDENCE_TOTAL_BYTES:
         errors.append(f"the evidence dir holds {total // 2**20} MiB, over the limit of "
                       f"{MAX_EVIDENCE_TOTAL_BYTES // 2**20} MiB; keep excerpts, not whole outputs")
-    items = report["criteria"] + report["preserved"] + report["findings"]
-    for item in items:
-        for ev in item["evidence"]:
-            if ev["kind"] == "file" and (err := _evidence_ref_error(ev["ref"], exp.evidence_dir)):
+    for item in (*report.criteria, *report.preserved, *report.findings):
+        for ev in item.evidence:
+            if ev.kind == "file" and (err := _evidence_ref_error(ev.ref, exp.evidence_dir)):
                 errors.append(err)
     if exp.issue_ids is not None:
-        unknown = sorted({f["issue_id"] for f in report["findings"] if "issue_id" in f} - exp.issue_ids)
+        unknown = sorted({f.issue_id for f in report.findings if f.issue_id is not None} - exp.issue_ids)
         if unknown:
             errors.append(f"findings cite issue ids that are not in the ledger: {', '.join(unknown)}")
     if exp.behaviour_ids is not None:
-        unknown = sorted({f["behaviour_id"] for f in report["findings"] if "behaviour_id" in f} - exp.behaviour_ids)
+        unknown = sorted({f.behaviour_id for f in report.findings if f.behaviour_id is not None} - exp.behaviour_ids)
         if unknown:
             errors.append(f"findings cite behaviour ids that are not in the register: {', '.join(unknown)}")
-    if report["verdict"] == "pass":
-        open_items = [c["id"] for c in report["criteria"] + report["preserved"] if c["status"] != "verified"]
-        serious = [f["title"] for f in report["findings"] if f["severity"] in ("blocker", "major")]
+    if report.verdict is Verdict.PASS:
+        open_items = [c.id for c in (*report.criteria, *report.preserved) if not c.verified]
+        serious = [f.title for f in report.findings if f.severity in ("blocker", "major")]
         if open_items:
             errors.append(f"verdict 'pass' is impossible with unverified items: {', '.join(open_items)}")
         if serious:
@@ -195,10 +198,14 @@ def check_qa(report: dict[str, Any], exp: Expectations) -> list[str]:
 
 SEMANTICS = {"planner": check_plan, "developer": check_developer, "qa": check_qa}
 SCHEMAS = {"planner": "plan", "developer": "developer", "qa": "qa"}
+RECORDS: dict[str, type[Plan] | type[DeveloperReport] | type[QaReport]] = {
+    "planner": Plan, "developer": DeveloperReport, "qa": QaReport}
+RoleOutput = Plan | DeveloperReport | QaReport
 
 
-def validate_output(role: str, message: str | None, exp: Expectations) -> tuple[dict[str, Any] | None, list[str]]:
-    """Return (output, []) when valid, else (None, errors)."""
+def validate_output(role: str, message: str | None, exp: Expectations) -> tuple[RoleOutput | None, list[str]]:
+    """Return (output, []) when valid, else (None, errors). The output is the role's record; its meaning is
+    checked on the record (the schema check has made it total)."""
     output, error = extract_json(message)
     if error:
         return None, [error]
@@ -207,5 +214,6 @@ def validate_output(role: str, message: str | None, exp: Expectations) -> tuple[
         return None, [f"schema: {e}" for e in errors]
     if output["loop"] != exp.loop:
         return None, [f"loop is {output['loop']} but this is loop {exp.loop}"]
-    errors = SEMANTICS[role](output, exp)
-    return (None, errors) if errors else (output, [])
+    record = RECORDS[role].from_json(output)
+    errors = SEMANTICS[role](record, exp)
+    return (None, errors) if errors else (record, [])

@@ -19,6 +19,8 @@ from ..errors import StateError
 from ..fsutil import atomic_write_bytes
 from ..usage import Usage
 from ..paths import ROLES
+from ..records import LoopSummary
+from ..statuses import LoopStatus, RunStatus
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, Event, EventError, LoopFinished, LoopStarted,
                      ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested,
                      ViolationBetweenRoles)
@@ -158,8 +160,8 @@ class LoopStats:
     """What the journal says about one loop."""
 
     loop: int
-    status: str = "running"
-    """running until LoopFinished; then pass | partial | fail | *_failed | unverified."""
+    status: LoopStatus = LoopStatus.RUNNING
+    """Running until LoopFinished."""
     candidate_id: str | None = None
     verified: int = 0
     criteria: int = 0
@@ -186,6 +188,15 @@ class LoopStats:
     @property
     def total_usage(self) -> Usage:
         return Usage.sum(self.usage.values())
+
+    def summary(self) -> LoopSummary:
+        total = self.total_usage
+        return LoopSummary(
+            loop=self.loop, status=self.status, candidate_id=self.candidate_id, criteria_verified=self.verified,
+            criteria_total=self.criteria, issues=self.issues, progress=self.progress, seconds=self.seconds,
+            role_seconds=dict(self.role_seconds), attempts=dict(self.attempts), violations=dict(self.violations),
+            tokens=total.total_tokens, cost_usd=total.cost_usd,
+            usage={role: usage.to_json() for role, usage in self.usage.items()})
 
 
 @dataclass
@@ -245,7 +256,7 @@ class RunHistory:
             self._session_start = record.time
         elif isinstance(ev, RunFinished):
             self.run_finished, self.in_flight, self.quota_wait = ev, None, None
-            if ev.status == "stalled":
+            if ev.status == RunStatus.STALLED:
                 self.no_progress_streak = 0  # a resume past `stalled` is the user's decision to go on
             self._last_time = record.time
             self._close_session()
@@ -262,7 +273,7 @@ class RunHistory:
             self.steps[(ev.loop, ev.step)] = ev
         elif isinstance(ev, LoopFinished):
             stats = self._loop(ev.loop)
-            stats.status, stats.candidate_id, stats.issues = ev.status, ev.candidate_id, ev.issues
+            stats.status, stats.candidate_id, stats.issues = LoopStatus(ev.status), ev.candidate_id, ev.issues
             stats.verified, stats.criteria, stats.finished = ev.verified, ev.criteria, record.time
             stats.progress = ev.progress
             # A loop from a journal that did not record progress is not counted against patience.
@@ -312,7 +323,7 @@ class RunHistory:
 
     @property
     def last_finished_loop(self) -> int:
-        return max((t for t, s in self.loops.items() if s.status != "running"), default=0)
+        return max((t for t, s in self.loops.items() if s.status.finished), default=0)
 
     @property
     def usage(self) -> Usage:

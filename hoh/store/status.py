@@ -13,6 +13,7 @@ from typing import Any
 from ..config import role_harness
 from ..usage import Usage
 from ..paths import ROLES
+from ..statuses import RunStatus
 from .budget import figures
 from .journal import Journal, LoopStats, RunHistory
 from .lock import lock_held as _lock_held
@@ -29,33 +30,16 @@ def lock_held(ws: Workspace) -> bool:
     return _lock_held(ws.paths.root)
 
 
-def run_state(history: RunHistory, ws: Workspace) -> str:
+def run_state(history: RunHistory, ws: Workspace) -> RunStatus:
     if history.run_started is None:
-        return "not started"
+        return RunStatus.NOT_STARTED
     if history.run_finished is not None:
-        return history.run_finished.status
-    return "running" if lock_held(ws) else "interrupted"
-
-
-VERDICTS = ("pass", "partial", "fail")
+        return RunStatus(history.run_finished.status)
+    return RunStatus.RUNNING if lock_held(ws) else RunStatus.INTERRUPTED
 
 
 def clock(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
-
-
-def _loop_entry(stats: LoopStats) -> dict[str, Any]:
-    """One loop's figures, all from the journal's fold: no state file is opened (QA covers every
-    acceptance condition of the plan once, so its criteria count is the plan's)."""
-    total = stats.total_usage
-    return {
-        "loop": stats.loop, "status": stats.status, "verdict": stats.status if stats.status in VERDICTS else None,
-        "candidate_id": stats.candidate_id, "criteria_verified": stats.verified, "criteria_total": stats.criteria,
-        "attempts": dict(stats.attempts), "seconds": stats.seconds, "role_seconds": dict(stats.role_seconds),
-        "issues": stats.issues, "violations": dict(stats.violations), "progress": stats.progress,
-        "tokens": total.total_tokens, "cost_usd": total.cost_usd,
-        "usage": {role: usage.to_json() for role, usage in stats.usage.items()},
-    }
 
 
 def _roles(ws: Workspace, history: RunHistory, loops: list[LoopStats]) -> dict[str, Any]:
@@ -71,25 +55,25 @@ def _roles(ws: Workspace, history: RunHistory, loops: list[LoopStats]) -> dict[s
     return out
 
 
-def _eta(history: RunHistory, state: str, target: int, now: float) -> dict[str, Any] | None:
-    finished = [s for s in history.loop_list() if s.status != "running" and s.seconds > 0]
+def _eta(history: RunHistory, state: RunStatus, target: int, now: float) -> dict[str, Any] | None:
+    finished = [s for s in history.loop_list() if s.status.finished and s.seconds > 0]
     remaining = target - history.last_finished_loop
-    if state in ("finished", "complete", "stalled", "not started") or remaining <= 0 or not finished:
+    if state.ended_as_planned or state is RunStatus.NOT_STARTED or remaining <= 0 or not finished:
         return None
     recent = finished[-ETA_WINDOW:]
     per_loop = sum(s.seconds for s in recent) / len(recent)
     seconds = round(per_loop * remaining, 1)
     return {"seconds_per_loop": round(per_loop, 1), "remaining_loops": remaining, "seconds": seconds,
-            "at": clock(now + seconds) if state == "running" else None}
+            "at": clock(now + seconds) if state is RunStatus.RUNNING else None}
 
 
 def _stop_reason(history: RunHistory) -> dict[str, Any] | None:
     """Why the last session ended short of `finished`: its status and message (with the budget's figures)."""
     ended = history.run_finished
-    if ended is None or ended.status == "finished":
+    if ended is None or ended.status == RunStatus.FINISHED:
         return None
     reason: dict[str, Any] = {"status": ended.status, "error": ended.error}
-    if ended.status == "budget_exhausted" and (stop := history.budget_stop):
+    if ended.status == RunStatus.BUDGET_EXHAUSTED and (stop := history.budget_stop):
         reason.update(budget=stop.budget, limit=stop.limit, spent=stop.spent, estimate=stop.estimate, role=stop.role,
                       loop=stop.loop)
     return reason
@@ -101,7 +85,8 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
     state = run_state(history, ws)
     now = time.time()
     target = history.run_started.target_loops if history.run_started else ws.config.loops
-    paused = history.quota_wait if state == "running" and history.quota_wait and history.quota_wait.until > now \
+    live = state is RunStatus.RUNNING
+    paused = history.quota_wait if live and history.quota_wait and history.quota_wait.until > now \
         else None
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
@@ -109,19 +94,19 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
         "harness": ws.config.harness.name,
         "sandbox": ws.config.sandbox.mode,
         "spec_sha256": ws.identity["spec_sha256"],
-        "state": state,
+        "state": state.value,
         "target_loops": target,
-        "loops_finished": sum(1 for s in loops if s.status != "running"),
+        "loops_finished": sum(1 for s in loops if s.status.finished),
         "usage": history.usage.to_json(),
         "tokens": history.usage.total_tokens,
         "cost_usd": history.usage.cost_usd,
-        "wall_hours": round(history.wall_seconds(now if state == "running" else None) / 3600, 4),
-        "budget": figures(ws.config.budget, history, now if state == "running" else None),
+        "wall_hours": round(history.wall_seconds(now if live else None) / 3600, 4),
+        "budget": figures(ws.config.budget, history, now if live else None),
         "stop_reason": _stop_reason(history),
         "paused_until": clock(paused.until) if paused else None,
         "eta": _eta(history, state, target, now),
         "patience": {"limit": ws.config.policy.patience, "loops_without_progress": history.no_progress_streak}
         if ws.config.policy.patience else None,
         "roles": _roles(ws, history, loops),
-        "loops": [_loop_entry(stats) for stats in loops],
+        "loops": [stats.summary().to_json() for stats in loops],
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import StateError
 from ..evidence.ledger import Ledger
-from ..fsutil import load_state
+from ..records import read_candidate
 from .git import GitError
 from .journal import Journal, RunHistory
 from .seal import SealedState
@@ -38,12 +38,12 @@ def verify_workspace(ws: Workspace, repair: bool = False) -> dict[str, list[str]
         if not path.exists():
             continue
         try:
-            candidate = load_state(path, ("commit", "tag"))
+            candidate = read_candidate(path)
         except StateError as err:
             problems.append(str(err))
             continue
-        if tags.get(candidate["tag"]) != candidate["commit"]:
-            problems.append(f"{paths.history}: tag {candidate['tag']} is not the commit {candidate['commit'][:12]} "
+        if tags.get(candidate.tag) != candidate.commit:
+            problems.append(f"{paths.history}: tag {candidate.tag} is not the commit {candidate.commit[:12]} "
                             f"that {path} records")
     for check in (lambda: RunHistory.read(Journal(paths.journal)), lambda: Ledger.load(paths.ledger)):
         try:

@@ -67,7 +67,7 @@ def find_script(config: HohConfig, spec_path: Path) -> Path | None:
 
 
 def is_workspace(root: Path) -> bool:
-    return (root / "state" / "workspace.json").is_file()
+    return WorkspacePaths(root).identity.is_file()
 
 
 def check_project_dir(project: Path, root: Path) -> Path:
@@ -80,7 +80,7 @@ def check_project_dir(project: Path, root: Path) -> Path:
         raise UsageError(f"--project {project} is not writable; the Developer writes there")
     if project.is_relative_to(root):
         raise UsageError(f"--project {project} lies inside the workspace {root}; choose a workspace outside it")
-    if (project / "state" / "workspace.json").is_file() or (project / "history.git").exists():
+    if is_workspace(project) or WorkspacePaths(project).history.exists():
         raise UsageError(f"--project {project} is a hoh workspace, not a project; pass the project directory")
     if (project / ".git").exists() and not (project / ".git" / "HEAD").is_file():
         raise UsageError(f"--project {project}: its .git is not a plain repository (a worktree or submodule "
@@ -101,7 +101,7 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
     if root.exists() and any(root.iterdir()):
         if not is_workspace(root):
             raise UsageError(f"{root} is not empty and is not a hoh workspace; choose an empty or new -w directory")
-        existing = load_state(root / "state" / "workspace.json", ("spec_sha256",), WORKSPACE_SCHEMA_VERSION)
+        existing = load_state(WorkspacePaths(root).identity, ("spec_sha256",), WORKSPACE_SCHEMA_VERSION)
         if existing.get("spec_sha256") == sha256_bytes(spec) and not force:
             raise UsageError(f"workspace {root} already holds a run of this spec; continue it with: hoh resume -w {root}")
         if not force:
@@ -121,7 +121,7 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
         raise UsageError(f"workspace {root} is not writable ({err.strerror}); choose a directory you can write") from None
     try:
         paths = WorkspacePaths(staging, project)
-        for d in (paths.state, paths.scratch, paths.state / "loops", paths.project):
+        for d in (paths.state, paths.scratch, paths.loops, paths.project):
             d.mkdir(parents=True, exist_ok=True)
         paths.spec.write_bytes(spec)
         if script:
@@ -186,7 +186,7 @@ def open_workspace(root: Path) -> Workspace:
     root = root.expanduser().resolve()
     if not is_workspace(root):
         raise UsageError(f"{root} is not a hoh workspace (no state/workspace.json); start one with: hoh build SPEC -w {root}")
-    identity = load_state(root / "state" / "workspace.json", ("schema_version", "spec_sha256", "root_commit"),
+    identity = load_state(WorkspacePaths(root).identity, ("schema_version", "spec_sha256", "root_commit"),
                           WORKSPACE_SCHEMA_VERSION)
     project = identity.get("project_dir")
     paths = WorkspacePaths(root, Path(project) if project else None)

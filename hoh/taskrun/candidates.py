@@ -12,32 +12,35 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import atomic_write_bytes, atomic_write_json, load_state
+from ..fsutil import atomic_write_bytes, atomic_write_json
+from ..paths import TaskRunPaths
+from ..records import Candidate, read_candidate
 from ..store.git import EMPTY_TREE
 from ..store.workspace import Workspace
 
 CANDIDATE_ARTIFACT_SCHEMA_VERSION = 1
 
 
-def frozen_candidate(ws: Workspace, t: int) -> dict[str, Any]:
-    return load_state(ws.paths.loop(t).candidate, ("schema_version", "loop", "candidate_id", "commit", "tree"))
+def frozen_candidate(ws: Workspace, t: int) -> Candidate:
+    return read_candidate(ws.paths.loop(t).candidate)
 
 
-def export_candidate(ws: Workspace, t: int, loop_status: str, dest: Path) -> dict[str, Any]:
-    """Write loop t's candidate.tar and candidate.json into `dest`; the JSON goes last, so a
+def export_candidate(ws: Workspace, t: int, loop_status: str, artifacts: TaskRunPaths) -> dict[str, Any]:
+    """Write loop t's candidate.tar and candidate.json among the task run's artifacts; the JSON goes last, so a
     candidate.json on disk always has its tar beside it."""
     candidate = frozen_candidate(ws, t)
-    if candidate["tree"] == EMPTY_TREE:  # git archive of an empty tree is no tar at all
+    if candidate.tree == EMPTY_TREE:  # git archive of an empty tree is no tar at all
         buffer = io.BytesIO()
         tarfile.open(fileobj=buffer, mode="w").close()
         data = buffer.getvalue()
     else:
-        data = ws.history.git("archive", "--format=tar", candidate["commit"], binary=True)
-    atomic_write_bytes(dest / "candidate.tar", data)
+        data = ws.history.git("archive", "--format=tar", candidate.commit, binary=True)
+    atomic_write_bytes(Path(artifacts.candidate_tar(t)), data)
     record = {"schema_version": CANDIDATE_ARTIFACT_SCHEMA_VERSION, "loop": t, "status": loop_status,
-              **{k: candidate[k] for k in ("candidate_id", "commit", "tree", "parent")},
+              "candidate_id": candidate.candidate_id, "commit": candidate.commit, "tree": candidate.tree,
+              "parent": candidate.parent,
               "workdir": str(ws.paths.project)}
-    atomic_write_json(dest / "candidate.json", record)
+    atomic_write_json(Path(artifacts.candidate_record(t)), record)
     return record
 
 

@@ -24,6 +24,8 @@ from ..errors import HohError, TaskEnvironmentError
 from ..fsutil import atomic_write_json
 from ..harness.process import reap, run_process
 from ..paths import TaskRunPaths, WorkspacePaths
+from ..records import LoopSummary
+from ..statuses import LoopStatus, RunStatus
 from ..store.journal import Journal, RunHistory
 from ..store.workspace import Workspace, is_workspace, open_workspace
 from .candidates import export_candidate, frozen_candidate, restore_workdir
@@ -61,7 +63,8 @@ class TaskRun:
         self.out = out
         self.started = time.monotonic()
         self.deadline = self.started + settings.budget_seconds if settings.budget_seconds else None
-        self.status, self.error = "running", None
+        self.status: RunStatus = RunStatus.RUNNING
+        self.error: str | None = None
         self.base_url: str | None = None
 
     # ---- entry point -------------------------------------------------------------------------
@@ -75,10 +78,10 @@ class TaskRun:
                 self.write_summary()
                 return self.loops()
         except Interrupted:  # between loops: nothing runs, the workdir is already a candidate
-            self.status = "interrupted"
+            self.status = RunStatus.INTERRUPTED
             return 0 if self.finished_loops() else 1
         except TaskEnvironmentError as err:
-            self.status, self.error = "failed", str(err)
+            self.status, self.error = RunStatus.FAILED, str(err)
             self.say(f"hoh cannot run here: {err}")
             return 2
         finally:
@@ -105,10 +108,10 @@ class TaskRun:
                 code, message = self.run_loop(t)
             except Interrupted:  # the choke point has stopped hoh already
                 self.reap_harness()
-                self.status = "interrupted"
+                self.status = RunStatus.INTERRUPTED
                 return self.cut(t, "Harbor stopped the agent")
             if code is None:
-                self.status = "out_of_time"
+                self.status = RunStatus.OUT_OF_TIME
                 return self.cut(t, "the time budget ran out")
             if code == 0:
                 self.loop_done(t)
@@ -116,10 +119,10 @@ class TaskRun:
             self.restore()
             if code == 2:  # hoh refused its input here: the harness is missing, the workspace foreign
                 raise TaskEnvironmentError(message)
-            self.status, self.error = "stopped", message
+            self.status, self.error = RunStatus.STOPPED, message
             self.say(f"hoh stopped in loop {t}: {message}")
             return 1
-        self.status = "finished"
+        self.status = RunStatus.FINISHED
         self.say(f"hoh finished {self.s.loops} loops in {self.elapsed():.0f}s")
         return 0
 
@@ -175,8 +178,8 @@ class TaskRun:
 
     def loop_done(self, t: int) -> None:
         entry = self.loop_entry(t)
-        if entry.get("candidate_id"):
-            export_candidate(self.workspace(), t, entry["status"], Path(self.s.paths.candidate_dir(t)))
+        if entry.candidate_id:
+            export_candidate(self.workspace(), t, entry.status, self.s.paths)
         self.write_summary()
         self.say(describe_loop(entry, self.s.loops))
 
@@ -202,7 +205,7 @@ class TaskRun:
         ws = self.workspace()
         for t in range(self.finished_loops(), 0, -1):
             if ws.paths.loop(t).candidate.exists():
-                return restore_workdir(ws, frozen_candidate(ws, t)["commit"], publish=True)
+                return restore_workdir(ws, frozen_candidate(ws, t).commit, publish=True)
         restore_workdir(ws, ws.identity["root_commit"], publish=False)
 
     # ---- reading the run ---------------------------------------------------------------------
@@ -212,8 +215,8 @@ class TaskRun:
     def finished_loops(self) -> int:
         return self.history().last_finished_loop if is_workspace(self.ws.root) else 0
 
-    def loop_entry(self, t: int) -> dict[str, Any]:
-        return next(e for e in api.status(self.ws.root)["loops"] if e["loop"] == t)
+    def loop_entry(self, t: int) -> LoopSummary:
+        return next(LoopSummary.from_json(e) for e in api.status(self.ws.root)["loops"] if e["loop"] == t)
 
     def first_loop_stage(self) -> str:
         steps = self.history().steps if is_workspace(self.ws.root) else {}
@@ -240,9 +243,9 @@ class TaskRun:
 
     def write_summary(self) -> None:
         status = api.status(self.ws.root) if is_workspace(self.ws.root) else None
-        loops = [e for e in (status or {}).get("loops", []) if e["status"] != "running"]
+        loops = [e for e in (status or {}).get("loops", []) if e["status"] != LoopStatus.RUNNING]
         for entry in loops:
-            if Path(self.s.paths.candidate_dir(entry["loop"]), "candidate.json").exists():
+            if Path(self.s.paths.candidate_record(entry["loop"])).exists():
                 entry["artifact"] = str(self.s.paths.candidate_dir(entry["loop"]))
         atomic_write_json(Path(self.s.paths.summary), {
             "schema_version": SUMMARY_SCHEMA_VERSION, "status": self.status, "error": self.error,
@@ -252,12 +255,11 @@ class TaskRun:
             "usage": status["usage"] if status else None, "loops": loops})
 
 
-def describe_loop(entry: dict[str, Any], target: int) -> str:
+def describe_loop(entry: LoopSummary, target: int) -> str:
     """One line per finished loop, for Harbor's log and hoh-run.log."""
-    usage = {k: sum(u.get(k, 0) or 0 for u in entry["usage"].values()) for k in ("input_tokens", "output_tokens")}
-    verdict = entry["verdict"] or entry["status"]
-    return (f"hoh loop {entry['loop']}/{target}: {verdict}, {entry['criteria_verified']}/{entry['criteria_total']} "
-            f"criteria verified, candidate {entry['candidate_id'] or 'none'}, {entry['seconds']:.1f}s, "
+    usage = {k: sum(u.get(k, 0) or 0 for u in entry.usage.values()) for k in ("input_tokens", "output_tokens")}
+    return (f"hoh loop {entry.loop}/{target}: {entry.verdict or entry.status}, {entry.criteria_verified}/"
+            f"{entry.criteria_total} criteria verified, candidate {entry.candidate_id or 'none'}, {entry.seconds:.1f}s, "
             f"tokens in {usage['input_tokens']} out {usage['output_tokens']}")
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from ..paths import WorkspacePaths
+
 
 def _load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
@@ -36,9 +38,11 @@ def _qa_steps(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 def mock_script(script: dict[str, Any], workspace: Path) -> dict[str, Any]:
     entries = []
-    loops_dir = workspace / "state" / "loops"
-    for loop_dir in sorted(p for p in loops_dir.iterdir() if (p / "qa.json").exists()):
-        t = int(loop_dir.name)
+    paths = WorkspacePaths(workspace)
+    for t in sorted(int(d.name) for d in paths.loops.iterdir() if d.name.isdigit()):
+        lp = paths.loop(t)
+        if not lp.qa.exists():
+            continue
         by_role = script["loops"][t]
         developer = by_role["developer"][-1] if isinstance(by_role["developer"], list) else by_role["developer"]
         qa_entry = by_role["qa"][-1] if isinstance(by_role["qa"], list) else by_role["qa"]
@@ -50,11 +54,11 @@ def mock_script(script: dict[str, Any], workspace: Path) -> dict[str, Any]:
                     dev_steps.append({"shell": f"chmod 755 {shlex.quote(action['write']['path'])}"})
             elif "run" in action:
                 dev_steps.append({"shell": action["run"]})
-        qa = _load(loop_dir / "qa.json")
+        qa = _load(lp.qa)
         qa["candidate_id"] = "{{candidate_id}}"
         entries += [
-            {"role": "planner", "loop": t, "steps": [{"final": _load(loop_dir / "plan.json")}]},
-            {"role": "developer", "loop": t, "steps": dev_steps + [{"final": _load(loop_dir / "developer.json")}]},
+            {"role": "planner", "loop": t, "steps": [{"final": _load(lp.plan)}]},
+            {"role": "developer", "loop": t, "steps": dev_steps + [{"final": _load(lp.developer)}]},
             {"role": "qa", "loop": t, "steps": _qa_steps(qa_entry) + [{"final": qa}]},
         ]
     return {"entries": entries}
