@@ -36,7 +36,7 @@ def clis_on_path(harness_bin, monkeypatch):
 def reference(tmp_path_factory):
     """The scripted demo over two loops, and the mock script that replays it through a real CLI."""
     ws = tmp_path_factory.mktemp("reference") / "ws"
-    report = api.build(DEMO / "spec.md", ws, HohConfig(loops=2))
+    report = api.build(DEMO / "spec.md", ws, HohConfig(loops=2, harness={"name": "scripted"}))
     assert report.status == "finished"
     script = mock_script(yaml.safe_load((DEMO / "script.yaml").read_text()), ws)
     return ws, script

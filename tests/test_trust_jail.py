@@ -73,7 +73,7 @@ def test_doctor_reports_each_roles_capabilities_view_network_credential_and_limi
 
 
 def _scripted_request(tmp_path: Path, jail: JailSpec):
-    from hoh.harness.base import RoleRequest
+    from hoh.harness.attempt import RoleRequest
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir(exist_ok=True)
     home.mkdir(exist_ok=True)
@@ -86,7 +86,7 @@ def _scripted_request(tmp_path: Path, jail: JailSpec):
 def test_a_jail_that_fails_to_set_up_is_tried_again_and_then_reported_as_what_it_is(tmp_path, monkeypatch):
     from hoh.config import HarnessConfig
     from hoh.harness import registry
-    from hoh.harness.base import Outcome
+    from hoh.harness.attempt import Outcome
     real = __import__("shutil").which("bwrap")
     fake_dir = tmp_path / "bin"
     fake_dir.mkdir()
@@ -112,7 +112,7 @@ def test_a_jail_that_fails_to_set_up_is_tried_again_and_then_reported_as_what_it
 def test_a_clis_home_is_scrubbed_of_its_login_tokens_and_the_login_itself_kept(tmp_path, monkeypatch):
     from hoh.config import HarnessConfig
     from hoh.harness import registry
-    from hoh.harness.base import RoleRequest
+    from hoh.harness.attempt import RoleRequest
     user = tmp_path / "user"
     (user / ".codex").mkdir(parents=True)
     token = "eyJhbGciOiJSUzI1NiJ9.sentinel-login-token-31337"
