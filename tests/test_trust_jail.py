@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import run_hoh
 
 from hoh.harness.jail import JailSpec, Network, bwrap_argv, identity
+from hoh.harness.pi import PiAdapter
 
 
 def test_the_jail_drops_every_capability_and_shows_an_allowlist_not_the_machine(tmp_path):
@@ -38,7 +39,7 @@ def test_inside_the_jail_a_process_has_no_capability_and_no_new_privileges():
 def test_an_api_key_without_a_base_url_is_refused_where_the_proxy_cannot_place_it(tmp_path):
     (tmp_path / "spec.md").write_text("# x\n")
     fake_pi = tmp_path / "pi"
-    fake_pi.write_text("#!/bin/sh\necho 0.73.1\n")
+    fake_pi.write_text(f"#!/bin/sh\necho {PiAdapter.capabilities.tested_version}\n")
     fake_pi.chmod(0o755)
     result = run_hoh("build", tmp_path / "spec.md", "--harness", "pi", "--api-key-env", "SOME_KEY", "-w", tmp_path / "ws",
                      "--set", f"harness.command={fake_pi}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import registry
 
 
-def tested_versions() -> dict[str, str]:
+def pinned_versions() -> dict[str, str]:
     """Harness name → the version of its CLI hoh is tested with, for every built-in adapter with a CLI."""
     found = {}
     for name in registry.names():
