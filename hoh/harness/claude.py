@@ -1,4 +1,5 @@
-"""Claude Code (`claude -p --output-format stream-json --verbose`) (the tested version: its `capabilities`). See adapters/claude.md.
+"""Claude Code (`claude -p --output-format stream-json --verbose`), at the version its `capabilities` pin.
+See adapters/claude.md.
 
 Traps handled here (HARNESS-claude-code.md): plain `acceptEdits` denies most Bash commands and
 the run still exits 0, so the Developer and QA have Bash allowed, but only inside Claude Code's

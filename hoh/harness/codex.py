@@ -1,4 +1,4 @@
-"""Codex CLI (`codex exec --json`) (the tested version: its `capabilities`). See adapters/codex.md.
+"""Codex CLI (`codex exec --json`), at the version its `capabilities` pin. See adapters/codex.md.
 
 Traps handled here (HARNESSES.md §2): stdin is the prompt (an open pipe would block it);
 CODEX_HOME must exist and must not lie under TMPDIR or the sandbox silently fails; commands

@@ -1,4 +1,4 @@
-"""OpenCode (`opencode run --format json`) (the tested version: its `capabilities`). See adapters/opencode.md.
+"""OpenCode (`opencode run --format json`), at the version its `capabilities` pin. See adapters/opencode.md.
 
 Traps handled here (HARNESSES.md §3): a permission that resolves to "ask" is auto-rejected in
 `run` mode and the run exits 0 with no answer, so every permission is set explicitly per role;

@@ -1,4 +1,4 @@
-"""Pi (`pi -p --mode json`) (the tested version: its `capabilities`). See adapters/pi.md.
+"""Pi (`pi -p --mode json`), at the version its `capabilities` pin. See adapters/pi.md.
 
 Traps handled here (HARNESSES.md §4): in json mode Pi exits 0 even when the model call failed —
 the only sign is the last assistant message's `stopReason: "error"`; Pi has no cwd flag (the
