@@ -16,6 +16,7 @@ from ..config import HarnessConfig, HohConfig
 from ..errors import HarnessUnavailable
 from ..harness import registry
 from ..harness.attempt import RoleRequest
+from ..harness.capabilities import NO_SANDBOX
 from ..harness.jail import SYSTEM_DIRS, identity, probe
 from ..harness.limits import mechanism
 from ..harness.registries import registry_hosts
@@ -106,8 +107,11 @@ def diagnose(name: str, check_sandbox: bool = True, jail_works: bool = True,
     except HarnessUnavailable as err:
         report.update(usable=False, problem=str(err))
     if report["installed"] and check_sandbox and not caps.ships_with_hoh:
-        with tempfile.TemporaryDirectory(prefix="hoh-doctor-") as scratch:
-            report["sandbox"] = adapter.sandbox_probe(Path(scratch))
+        if not caps.own_sandbox:
+            report["sandbox"] = NO_SANDBOX
+        else:
+            with tempfile.TemporaryDirectory(prefix="hoh-doctor-") as scratch:
+                report["sandbox"] = adapter.sandbox_probe(Path(scratch))
     return report
 
 

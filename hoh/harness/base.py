@@ -22,7 +22,7 @@ from ..fsutil import atomic_write_json
 from ..usage import Usage
 from .attempt import (QUOTA_PATTERN, ErrorPattern, FrozenInput, HarnessResult, Outcome, ParsedRun, RoleRequest,
                       compile_patterns, json_events, outcome_of_message)
-from .capabilities import Capabilities, CostReport, installed_version
+from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_version
 from .jail import JAIL_SETUP_RETRIES, bwrap_argv, setup_failed
 from .limits import AttemptLimits
 from .network import attempt_egress, proxy_env, shim_argv
@@ -104,8 +104,9 @@ class HarnessAdapter(ABC):
                                      "(or --set harness.check_version=false)")
 
     def sandbox_probe(self, scratch: Path) -> str:
-        """A one-line verdict on the CLI's own sandbox on this machine (for `hoh doctor`)."""
-        return "none: the harness has no sandbox; hoh's fingerprint guard still reverts forbidden writes"
+        """A one-line verdict on the CLI's own sandbox on this machine (for `hoh doctor`, when the capabilities
+        declare `own_sandbox`)."""
+        return NO_SANDBOX
 
     # ---- endpoint and secrets ------------------------------------------------------------------
     def base_url(self, request: RoleRequest) -> str | None:

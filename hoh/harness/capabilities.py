@@ -27,6 +27,8 @@ class CostReport(str, Enum):
 
 
 NO_OWN_LAYER = {"planner": "none", "developer": "none", "qa": "none"}
+NO_SANDBOX = "none: the harness has no sandbox; hoh's fingerprint guard still reverts forbidden writes"
+"""`hoh doctor`'s sandbox verdict for a CLI without `own_sandbox`."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Capabilities:
     needs_model: bool = True
     """Talks to a model (an endpoint or the vendor's login); False for a model-free fake."""
     own_sandbox: bool = False
-    """Has a sandbox of its own worth probing (`hoh doctor`'s sandbox column)."""
+    """Has a sandbox of its own, which `hoh doctor` probes (the adapter's `sandbox_probe`)."""
     cost: CostReport = CostReport.when_given
     login_hosts: tuple[str, ...] = ()
     """The vendor's hosts the CLI reaches with its own login (no `base_url`), through hoh's egress."""
