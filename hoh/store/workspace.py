@@ -85,6 +85,7 @@ def check_project_dir(project: Path, root: Path) -> Path:
 
 def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: bool = False,
                      project: Path | None = None) -> Workspace:
+    registry.check_name(config.harness.name)
     spec = read_spec(spec_path)
     inputs = frozen_inputs(config, spec_path)
     root = root.expanduser().resolve()
