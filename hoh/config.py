@@ -44,8 +44,9 @@ class PriceConfig(_Model):
 
 
 class HarnessConfig(_Model):
-    name: str = "scripted"
-    """Harness adapter: scripted, codex, opencode, pi, claude, ... (`hoh doctor` lists them)."""
+    name: str | None = None
+    """Harness adapter: codex, opencode, pi, claude, scripted (hoh's model-free fake), or a third party's
+    `package.module:Class`; required, there is no default (`hoh doctor` lists them)."""
     model: str | None = None
     """Model name passed to the harness; None lets the harness use its own default."""
     base_url: str | None = None
@@ -69,7 +70,7 @@ class RoleConfig(_Model):
     """One role's own harness and model; unset keys come from `harness.*`."""
 
     harness: str | None = None
-    """Harness adapter for this role (e.g. a cheap CLI for the Planner)."""
+    """Harness adapter for this role (e.g. a cheap CLI for the Planner): a name or `package.module:Class`."""
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None

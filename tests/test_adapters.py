@@ -14,7 +14,8 @@ from conftest import REPO
 from hoh.config import HarnessConfig
 from hoh.errors import HarnessUnavailable
 from hoh.harness import registry
-from hoh.harness.base import Outcome, RoleRequest, redact_files
+from hoh.harness.attempt import Outcome, RoleRequest
+from hoh.harness.secrets import redact_files
 
 STREAMS = REPO / "tests" / "data" / "harness_streams"
 MOCK = dict(model="mock-model", base_url="http://127.0.0.1:9/v1", api_key_env="HOH_TEST_KEY")

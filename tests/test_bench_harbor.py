@@ -149,14 +149,14 @@ def test_an_interrupted_run_is_resumed_by_harbor(harbor, tmp_path):
     (["--include", "nothing-*"], "No tasks matched the filter"),
 ])
 def test_bad_options_are_refused_before_anything_starts(harbor, tmp_path, args, message):
-    one_line_error(harbor.hoh("bench", "run", EXAMPLES, "-o", tmp_path / "out", *args), message)
+    one_line_error(harbor.hoh("bench", "run", EXAMPLES, "-o", tmp_path / "out", "--harness", "scripted", *args), message)
     assert not (tmp_path / "out").exists()
 
 
 def test_a_suite_without_a_valid_task_gets_harbor_s_lint_message(harbor, tmp_path):
     suite = tmp_path / "suite"
     shutil.copytree(EXAMPLES / "roman", suite / "roman", ignore=shutil.ignore_patterns("environment"))
-    result = harbor.hoh("bench", "run", suite, "-o", tmp_path / "out")
+    result = harbor.hoh("bench", "run", suite, "-o", tmp_path / "out", "--harness", "scripted")
     one_line_error(result, "has no valid task (roman: [invalid-task-files]")
     assert not (tmp_path / "out").exists()
     lint = harbor.cli("lint", "--select", "invalid-task-files", suite / "roman")
@@ -164,7 +164,7 @@ def test_a_suite_without_a_valid_task_gets_harbor_s_lint_message(harbor, tmp_pat
 
 
 def test_no_reachable_docker_engine_is_harbor_s_preflight_message(harbor, tmp_path):
-    result = harbor.hoh("bench", "run", EXAMPLES, "--env", "docker", "-o", tmp_path / "out",
+    result = harbor.hoh("bench", "run", EXAMPLES, "--harness", "scripted", "--env", "docker", "-o", tmp_path / "out",
                         env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
     one_line_error(result, "--env docker: Docker daemon is not running")
     assert not (tmp_path / "out").exists()
@@ -175,4 +175,4 @@ def test_a_rerun_with_other_settings_is_refused(harbor, bench_runs, tmp_path):
                               "-o", bench_runs["oracle"]), "holds a run with other settings (harness: 'oracle' in OUT")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    one_line_error(harbor.hoh("bench", "run", EXAMPLES, "-o", tmp_path / "full"), "holds no benchmark run")
+    one_line_error(harbor.hoh("bench", "run", EXAMPLES, "--harness", "scripted", "-o", tmp_path / "full"), "holds no benchmark run")

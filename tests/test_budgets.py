@@ -197,7 +197,7 @@ def test_a_per_role_harness_that_is_not_installed_is_named(tmp_path):
     import sys
     p = new_project(tmp_path, metered(1))
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-m", "hoh", "build", str(p.spec), "-w", str(p.ws), "--set",
+    result = subprocess.run([sys.executable, "-m", "hoh", "build", str(p.spec), "-H", "scripted", "-w", str(p.ws), "--set",
                              "roles.qa.harness=codex"], env=env, capture_output=True, text=True)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1

@@ -46,9 +46,9 @@ c = compose(config=config)
 out["file"] = [c.harness.name, c.loops, c.harness.model]
 c = compose(model="m", config=config, loops=5, overrides=["policy.max_retries=7", "loops=6"])
 out["layered"] = [c.harness.name, c.loops, c.harness.model, c.policy.max_retries]
-c = compose(harness="scripted")
+c = compose(harness="scripted", script="s.yaml")
 out["scripted"] = [c.harness.script, c.loops]
-for bad in ({"harness": "nope"}, {"overrides": ["no.such.key=1"]}, {"overrides": ["loops=0"]}):
+for bad in ({"harness": "nope"}, {"overrides": ["no.such.key=1"]}, {"overrides": ["loops=0"]}, {}):
     try:
         compose(**bad)
     except ValueError as err:
@@ -65,9 +65,10 @@ def test_agent_options_layer_over_a_hoh_config_and_bad_ones_are_one_line(harbor,
     out = json.loads(result.stdout)
     assert out["file"] == ["opencode", 4, "big"]
     assert out["layered"] == ["opencode", 6, "m", 7]
-    assert out["scripted"] == ["/opt/hoh/run/script.yaml", 3]
-    assert len(out["errors"]) == 3 and all(e.startswith("hoh agent: ") and "\n" not in e for e in out["errors"])
+    assert out["scripted"] == ["s.yaml", 3]  # pointed at its upload only once uploaded (upload_inputs)
+    assert len(out["errors"]) == 4 and all(e.startswith("hoh agent: ") and "\n" not in e for e in out["errors"])
     assert "unknown harness 'nope'" in out["errors"][0]
+    assert "no harness chosen: pass --ak harness=NAME" in out["errors"][3]
 
 
 def test_examples_are_valid_harbor_tasks_and_the_oracle_scores_one_on_each(harbor, tmp_path):
@@ -124,7 +125,7 @@ def test_hoh_with_the_real_opencode_cli_in_the_container(harbor, harness_bin, tm
     ref.mkdir()
     shutil.copy(task / "instruction.md", ref / "spec.md")
     config = HohConfig(loops=2).model_copy(update={"harness": HohConfig().harness.model_copy(
-        update={"script": str(task / "scripted" / "script.yaml")})})
+        update={"name": "scripted", "script": str(task / "scripted" / "script.yaml")})})
     assert api.build(ref / "spec.md", ref / "ws", config).status == "finished"
     mock = tmp_path / "mock.json"
     mock.write_text(json.dumps(mock_script(yaml.safe_load((task / "scripted" / "script.yaml").read_text()), ref / "ws")))

@@ -86,7 +86,7 @@ def test_sigterm_stops_hoh_and_its_harness(make_project):
     script = mini_script(1)
     script["loops"][1]["developer"] = {"actions": [{"hang": True}]}
     p = make_project(script)
-    hoh = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-w", str(p.ws), "--loops", "1", "-q"],
+    hoh = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-H", "scripted", "-w", str(p.ws), "--loops", "1", "-q"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     agent, deadline = None, time.time() + 30
     while agent is None and time.time() < deadline:

@@ -17,6 +17,7 @@ from hoh import api
 from hoh.config import HarnessConfig, HohConfig
 from hoh.errors import HarnessUnavailable
 from hoh.harness import registry
+from hoh.harness.pins import pinned_versions
 from hoh.resources import schema_errors
 from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM
@@ -24,6 +25,8 @@ from hoh.testing.mock_llm import MockLLM
 HARNESSES = ["codex", "opencode", "pi", "claude"]
 MODEL = {"codex": "gpt-5.5", "opencode": "mock-model", "pi": "mock-model", "claude": "claude-sonnet-4-5"}
 SENTINEL = "sk-hoh-sentinel-7f3a9c"
+PINS = pinned_versions()
+"""The adapters' pinned versions: what .ci/run installs (`python -m hoh.harness.pins`)."""
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +39,7 @@ def clis_on_path(harness_bin, monkeypatch):
 def reference(tmp_path_factory):
     """The scripted demo over two loops, and the mock script that replays it through a real CLI."""
     ws = tmp_path_factory.mktemp("reference") / "ws"
-    report = api.build(DEMO / "spec.md", ws, HohConfig(loops=2))
+    report = api.build(DEMO / "spec.md", ws, HohConfig(loops=2, harness={"name": "scripted"}))
     assert report.status == "finished"
     script = mock_script(yaml.safe_load((DEMO / "script.yaml").read_text()), ws)
     return ws, script
@@ -210,16 +213,16 @@ def test_doctor_reports_installed_and_missing_harnesses(tmp_path):
     for name in HARNESSES:
         assert reports[name]["usable"] and reports[name]["version"] == reports[name]["tested_version"]
     assert reports["codex"]["sandbox"].startswith("works")
-    assert reports["claude"]["version"] == "2.1.332"
+    assert reports["claude"]["version"] == PINS["claude"]
     assert reports["claude"]["sandbox"].startswith("works: bwrap and socat")
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     missing = subprocess.run([os.sys.executable, "-m", "hoh", "doctor", "--harness", "pi"],
                              env=env, capture_output=True, text=True)
     assert missing.returncode == 1
-    assert "npm install -g @mariozechner/pi-coding-agent@0.73.1" in missing.stderr
+    assert f"npm install -g @mariozechner/pi-coding-agent@{PINS['pi']}" in missing.stderr
     build = subprocess.run([os.sys.executable, "-m", "hoh", "build", str(DEMO / "spec.md"), "--harness", "codex",
                             "-w", str(tmp_path / "ws")], env=env, capture_output=True, text=True)
-    assert build.returncode == 2 and "npm install -g @openai/codex@0.171.0" in build.stderr
+    assert build.returncode == 2 and f"npm install -g @openai/codex@{PINS['codex']}" in build.stderr
     assert not (tmp_path / "ws").exists()
 
 
@@ -355,7 +358,7 @@ def test_claude_without_socat_is_refused_and_doctor_says_why(harness_bin, tmp_pa
     (bin_dir / "bwrap").symlink_to(shutil.which("bwrap"))
     monkeypatch.setenv("PATH", str(bin_dir))  # the real CLI and bwrap, but no socat
     claude = registry.create(HarnessConfig(name="claude"))
-    assert claude.installed_version() == "2.1.332"
+    assert claude.installed_version() == PINS["claude"]
     with pytest.raises(HarnessUnavailable, match="sandbox needs socat.*apt-get install bubblewrap socat"):
         claude.check_available()
     assert claude.sandbox_probe(tmp_path).startswith("unavailable: socat not installed")

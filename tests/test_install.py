@@ -96,7 +96,8 @@ def test_usage_errors_are_a_usage_message_and_exit_2(fresh_bin, tmp_path, args):
 
 def test_help_and_the_demo_run(fresh_bin, tmp_path):
     assert _run(fresh_bin, "--help", cwd=tmp_path).returncode == 0
-    result = _run(fresh_bin, "build", str(DEMO / "spec.md"), "--loops", "1", "-w", "ws", "-q", cwd=tmp_path)
+    result = _run(fresh_bin, "build", str(DEMO / "spec.md"), "--harness", "scripted", "--loops", "1", "-w", "ws", "-q",
+                  cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     status = _run(fresh_bin, "status", "-w", "ws", cwd=tmp_path)
     assert status.returncode == 0 and "loop-0001-" in status.stdout

@@ -22,7 +22,7 @@ from hoh.harness.quota import reset_time
 
 
 def start_build(p: Project, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-w", str(p.ws), "-q", *args],
+    return subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-H", "scripted", "-w", str(p.ws), "-q", *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -220,7 +220,7 @@ def test_reset_times_of_the_real_clis(message, expected):
 def test_each_adapter_types_its_usage_limit_message():
     from hoh.config import HarnessConfig
     from hoh.harness import registry
-    from hoh.harness.base import Outcome
+    from hoh.harness.attempt import Outcome
     for name in ("codex", "claude", "pi", "opencode", "scripted"):
         adapter = registry.create(HarnessConfig(name=name))
         assert adapter.outcome_of("You've hit your limit · resets 1pm", status=429) is Outcome.quota_exhausted

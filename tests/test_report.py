@@ -204,7 +204,7 @@ def test_a_live_run_is_reported_as_far_as_it_got(make_project, tmp_path):
     script = mini_script(2)
     script["loops"][2]["developer"]["actions"].insert(0, {"sleep": 60})
     proj = make_project(script)
-    build = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(proj.spec), "-w", str(proj.ws), "-q",
+    build = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(proj.spec), "-H", "scripted", "-w", str(proj.ws), "-q",
                               "--loops", "2"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -237,7 +237,7 @@ def test_a_workspace_with_no_loop_yet(tmp_path):
     from hoh.config import HohConfig
     from hoh.store.workspace import create_workspace
 
-    ws = create_workspace(tmp_path / "ws", DEMO / "spec.md", HohConfig()).paths.root
+    ws = create_workspace(tmp_path / "ws", DEMO / "spec.md", HohConfig(harness={"name": "scripted"})).paths.root
     result = run_hoh("report", "-w", ws)
     assert result.returncode == 0 and "(0/3 loops, not started)" in result.stdout
     page = Page(ws / "report.html")

@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import run_hoh
 
 from hoh.harness.jail import JailSpec, Network, bwrap_argv, identity
+from hoh.harness.pi import PiAdapter
 
 
 def test_the_jail_drops_every_capability_and_shows_an_allowlist_not_the_machine(tmp_path):
@@ -38,7 +39,7 @@ def test_inside_the_jail_a_process_has_no_capability_and_no_new_privileges():
 def test_an_api_key_without_a_base_url_is_refused_where_the_proxy_cannot_place_it(tmp_path):
     (tmp_path / "spec.md").write_text("# x\n")
     fake_pi = tmp_path / "pi"
-    fake_pi.write_text("#!/bin/sh\necho 0.73.1\n")
+    fake_pi.write_text(f"#!/bin/sh\necho {PiAdapter.capabilities.tested_version}\n")
     fake_pi.chmod(0o755)
     result = run_hoh("build", tmp_path / "spec.md", "--harness", "pi", "--api-key-env", "SOME_KEY", "-w", tmp_path / "ws",
                      "--set", f"harness.command={fake_pi}")
@@ -73,7 +74,7 @@ def test_doctor_reports_each_roles_capabilities_view_network_credential_and_limi
 
 
 def _scripted_request(tmp_path: Path, jail: JailSpec):
-    from hoh.harness.base import RoleRequest
+    from hoh.harness.attempt import RoleRequest
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir(exist_ok=True)
     home.mkdir(exist_ok=True)
@@ -86,7 +87,7 @@ def _scripted_request(tmp_path: Path, jail: JailSpec):
 def test_a_jail_that_fails_to_set_up_is_tried_again_and_then_reported_as_what_it_is(tmp_path, monkeypatch):
     from hoh.config import HarnessConfig
     from hoh.harness import registry
-    from hoh.harness.base import Outcome
+    from hoh.harness.attempt import Outcome
     real = __import__("shutil").which("bwrap")
     fake_dir = tmp_path / "bin"
     fake_dir.mkdir()
@@ -112,7 +113,7 @@ def test_a_jail_that_fails_to_set_up_is_tried_again_and_then_reported_as_what_it
 def test_a_clis_home_is_scrubbed_of_its_login_tokens_and_the_login_itself_kept(tmp_path, monkeypatch):
     from hoh.config import HarnessConfig
     from hoh.harness import registry
-    from hoh.harness.base import RoleRequest
+    from hoh.harness.attempt import RoleRequest
     user = tmp_path / "user"
     (user / ".codex").mkdir(parents=True)
     token = "eyJhbGciOiJSUzI1NiJ9.sentinel-login-token-31337"

@@ -82,7 +82,7 @@ def build(tmp: Path, name: str, project: Path | None, loops: int, rss: bool = Fa
     spec.write_text("# Overhead\n\nChange one file per loop.\n")
     script.write_text(yaml.safe_dump(loop_script(script_loops or loops), sort_keys=False))
     ws = tmp / f"{name}-ws"
-    args = ["build", str(spec), "--loops", str(loops), "-w", str(ws), "-q", "--set", f"harness.script={script}"]
+    args = ["build", str(spec), "--harness", "scripted", "--loops", str(loops), "-w", str(ws), "-q", "--set", f"harness.script={script}"]
     if project is not None:
         args += ["--project", str(project)]
     result = hoh(*args, rss=rss)

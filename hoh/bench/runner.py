@@ -23,13 +23,14 @@ from .. import __version__
 from ..config import load_config
 from ..errors import UsageError
 from ..fsutil import atomic_write_json, atomic_write_text
+from ..harness.registry import choices
 from ..store.lock import WorkspaceLock
 from . import programbench, suite as suites
 from .jobs import Running, run_job
 from .records import grading_plan, records_of, task_record
 from .report import markdown, summarize
 from .results import RUN_SCHEMA_VERSION, TASKS_SCHEMA_VERSION, RunPaths, load_run, read_json, trial_results
-from .settings import CANDIDATE_AGENT, BenchSettings, check
+from .settings import CANDIDATE_AGENT, ORACLE, BenchSettings, check
 
 OnStart = Callable[[str, str], None]
 """(task key, what starts: "agent" | "grade")"""
@@ -37,9 +38,14 @@ OnDone = Callable[[dict[str, Any]], None]
 
 
 def bench_settings(suite: str, **options: Any) -> BenchSettings:
-    """Settings for a run, checked; a suite given as a path is resolved, so one suite named two ways is one."""
+    """Settings for a run, checked; a suite given as a path is resolved, so one suite named two ways is one. The
+    harness is `harness`, else the --config's `harness.name`; there is no default."""
+    options["harness"] = options.get("harness") or ((options.get("hoh") or {}).get("harness") or {}).get("name")
+    if not options["harness"]:
+        raise UsageError(f"no harness chosen: pass --harness NAME (one of: {choices()}), --harness {ORACLE} for "
+                         "Harbor's oracle agent, or a --config whose harness.name is set")
     options["ablate"] = check(options.get("mode", "hoh"), options.get("ablate", []), options["loops"],
-                              options.get("harness", "scripted"))
+                              options["harness"])
     if not programbench.is_programbench(suite) and Path(suite).expanduser().exists():
         suite = str(Path(suite).expanduser().resolve())
     return BenchSettings(suite=suite, **options)

@@ -42,8 +42,8 @@ class BenchSettings(BaseModel):
     """Task-name globs (Harbor's task_names); empty runs every task."""
     env: str = "docker"
     """A Harbor environment type (docker, podman, daytona, modal, ...) or an import path module:Class."""
-    harness: str = "scripted"
-    """The harness hoh drives in every role, or `oracle` (Harbor's oracle agent instead of hoh)."""
+    harness: str
+    """The harness hoh drives in every role, or `oracle` (Harbor's oracle agent instead of hoh); required."""
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None

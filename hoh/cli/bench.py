@@ -82,8 +82,9 @@ def run(
                                  "under OUT/jobs); rerun the same command to resume it.", rich_help_panel="Run"),
     env: str = typer.Option("docker", "--env", "-e", help="Harbor environment: docker, podman, daytona, modal, ... "
                             "or module.path:ClassName.", rich_help_panel="Run"),
-    harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI hoh drives (scripted, codex, "
-                                          "opencode, pi, claude), or oracle (Harbor's oracle agent).",
+    harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI hoh drives (codex, opencode, pi, "
+                                          "claude, scripted, package.module:Class; default: the --config's "
+                                          "harness.name), or oracle (Harbor's oracle agent).",
                                           rich_help_panel="Harness"),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name for the harness.",
                                         rich_help_panel="Harness"),
@@ -115,7 +116,6 @@ def run(
     from ..bench import settings as s
     from ..bench.runner import bench_settings, frozen_config, run_bench
     out, err = out_console(), err_console()
-    harness = harness or "scripted"
     settings = bench_settings(suite, env=env, harness=harness, model=model, base_url=base_url,
                               api_key_env=api_key_env, mode=mode, ablate=ablate, include=include,
                               loops=loops or s.default_loops(mode, harness), hoh=frozen_config(config),

@@ -15,7 +15,8 @@ from rich.table import Table
 from ..config import HarnessConfig, HohConfig
 from ..errors import HarnessUnavailable
 from ..harness import registry
-from ..harness.base import RoleRequest
+from ..harness.attempt import RoleRequest
+from ..harness.capabilities import NO_SANDBOX
 from ..harness.jail import SYSTEM_DIRS, identity, probe
 from ..harness.limits import mechanism
 from ..harness.registries import registry_hosts
@@ -40,9 +41,10 @@ def _network(config: HohConfig, role: str) -> str:
         return "none: its own network namespace, no way out"
     hosts = getattr(sandbox.allow_hosts, role)
     hosts = list(registry_hosts()) if hosts is None else hosts
-    builtin = registry.create(config.harness).executable is None
+    # With no harness chosen yet, describe a CLI that talks to a model: every one but hoh's fake does.
+    modelless = bool(config.harness.name) and not registry.adapter_class(config.harness.name).capabilities.needs_model
     model = (f"the model endpoint {endpoint}" if endpoint else
-             "no model endpoint (the harness runs in-process)" if builtin else "the harness's own login hosts")
+             "no model endpoint (the harness runs in-process)" if modelless else "the harness's own login hosts")
     others = ", ".join(hosts) if hosts else "nothing else"
     return f"its own network namespace; out only through hoh's egress proxy: {model}; {others}; every connection logged"
 
@@ -78,7 +80,7 @@ def credential(adapter) -> str:
                           home=Path("HOME"))
     logins = [(source, copy) for source, copy in adapter.logins(request) if source.exists()]
     if not logins:
-        return "none needed" if adapter.executable is None else "none found (the CLI's own defaults)"
+        return "none found (the CLI's own defaults)" if adapter.capabilities.needs_model else "none needed"
     files = ", ".join(f"{source} → {copy}" for source, copy in logins)
     return (f"login file copied into the role's home ({files}): the CLI can read it; every file of its home is "
             "scrubbed of the login's tokens after each attempt")
@@ -87,26 +89,29 @@ def credential(adapter) -> str:
 def layers(adapter, jail_works: bool) -> dict[str, list[str]]:
     """For each role, the layers that stop it writing where it may not, outermost last."""
     jail = "hoh's jail (bwrap)" if jail_works else "no jail here (sandbox.mode=off needed)"
-    return {role: [adapter.own_layer[role], jail, "hoh's guard (checked and restored after every attempt)"]
+    return {role: [adapter.capabilities.own_layer[role], jail, "hoh's guard (checked and restored after every attempt)"]
             for role in ("planner", "developer", "qa")}
 
 
 def diagnose(name: str, check_sandbox: bool = True, jail_works: bool = True,
              config: HarnessConfig | None = None) -> dict[str, Any]:
     adapter = registry.create(config.model_copy(update={"name": name}) if config else HarnessConfig(name=name))
-    builtin = adapter.executable is None
-    version = "built in" if builtin else adapter.installed_version()
+    caps = adapter.capabilities
+    version = "built in" if caps.ships_with_hoh else adapter.installed_version()
     report = {"harness": name, "installed": version is not None, "version": version,
-              "tested_version": adapter.tested_version, "usable": True, "problem": None,
-              "install": adapter.install_hint, "sandbox": None, "credential": credential(adapter),
+              "tested_version": caps.tested_version, "usable": True, "problem": None,
+              "install": caps.install_hint, "sandbox": None, "credential": credential(adapter),
               "roles": layers(adapter, jail_works)}
     try:
         adapter.check_available()
     except HarnessUnavailable as err:
         report.update(usable=False, problem=str(err))
-    if report["installed"] and check_sandbox and not builtin:
-        with tempfile.TemporaryDirectory(prefix="hoh-doctor-") as scratch:
-            report["sandbox"] = adapter.sandbox_probe(Path(scratch))
+    if report["installed"] and check_sandbox and not caps.ships_with_hoh:
+        if not caps.own_sandbox:
+            report["sandbox"] = NO_SANDBOX
+        else:
+            with tempfile.TemporaryDirectory(prefix="hoh-doctor-") as scratch:
+                report["sandbox"] = adapter.sandbox_probe(Path(scratch))
     return report
 
 

@@ -65,8 +65,9 @@ def _graceful(progress) -> None:
 @app.command(cls=UsageCommand)
 def build(
     spec: Path = typer.Argument(..., help="The product spec, a Markdown file."),
-    harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive (scripted, codex, ...).",
-                                          rich_help_panel="Harness"),
+    harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive: codex, opencode, pi, "
+                                          "claude, scripted (model-free) or package.module:Class; required unless "
+                                          "--config names one (`hoh doctor` lists them).", rich_help_panel="Harness"),
     model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
     base_url: Optional[str] = typer.Option(None, help="Model endpoint (OpenAI-compatible; Anthropic for claude).",
                                            rich_help_panel="Harness"),

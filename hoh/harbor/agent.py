@@ -40,7 +40,7 @@ from ..statuses import RunStatus
 from . import budget, install
 from .context import fill_context, log_lines
 
-SPEC, CONFIG, SCRIPT, MOCK = (install.RUN / name for name in ("spec.md", "hoh.yaml", "script.yaml", "mock-llm.json"))
+SPEC, CONFIG, MOCK = (install.RUN / name for name in ("spec.md", "hoh.yaml", "mock-llm.json"))
 PID = "/tmp/hoh-taskrun.pid"
 """Written by the driver's shell as whichever user the task runs its agent as."""
 
@@ -48,8 +48,8 @@ PID = "/tmp/hoh-taskrun.pid"
 class HohAgentOptions(AgentOptions):
     """`--ak` options of the hoh agent (`harbor agent schema hoh.harbor:HohAgent`)."""
 
-    harness: str | None = Field(None, description="The harness CLI hoh drives: scripted, opencode, pi, codex, ... "
-                                "(default: the config's, else scripted).")
+    harness: str | None = Field(None, description="The harness CLI hoh drives: opencode, pi, codex, claude, scripted "
+                                "or package.module:Class (default: the config's harness.name; one is required).")
     loops: int | None = Field(None, ge=1, description="Loops to run (default: the config's, else 3); the task's "
                               "agent timeout may end the run earlier.")
     api_key_env: str | None = Field(None, description="Name of the variable holding the endpoint's API key "
@@ -57,8 +57,8 @@ class HohAgentOptions(AgentOptions):
     config: str | None = Field(None, description="A hoh.yaml on this machine to start from.")
     overrides: list[str] = Field(default_factory=list,
                                  description='hoh settings as KEY=VALUE, e.g. ["mode=developer_only"].')
-    script: str | None = Field(None, description="The scripted harness's script; default: the task's "
-                               "scripted/script.yaml.")
+    script: str | None = Field(None, description="The scripted harness's script (harness.script); default: the "
+                               "task's scripted/script.yaml.")
     mock_llm: str | None = Field(None, description="A hoh.testing.mock_llm script: serve it inside the environment "
                                  "and point the harness at it (offline tests of real CLIs).")
     harness_bin: str | None = Field(None, description="A directory holding the harness CLI on this machine "
@@ -116,21 +116,19 @@ class HohAgent(BaseAgent):
 
     @staticmethod
     def compose_config(options: HohAgentOptions | None, model: str | None) -> HohConfig:
-        """hoh.yaml for the run: the config file (or hoh's defaults), then the options, then `overrides`."""
-        config = HohAgent.layered_config(options, model)
-        if config.harness.name == "scripted":  # the script is uploaded to a fixed place
-            config = apply_overrides(config, [], {"harness.script": str(SCRIPT)})
-        return config
-
-    @staticmethod
-    def layered_config(options: HohAgentOptions | None, model: str | None) -> HohConfig:
-        """The layers as given, before the scripted harness's script is pointed at its upload."""
+        """hoh.yaml for the run: the config file (or hoh's defaults), then the options, then `overrides`; the
+        harness's frozen inputs (the scripted agent's script) still name this machine's files (see
+        `upload_inputs`)."""
         options = options or HohAgentOptions()
         try:
             base = load_config(Path(options.config).expanduser()) if options.config else HohConfig()
             flags = {"harness.name": options.harness, "harness.model": model, "harness.base_url": options.base_url,
-                     "harness.api_key_env": options.api_key_env, "loops": options.loops}
+                     "harness.api_key_env": options.api_key_env, "harness.script": options.script,
+                     "loops": options.loops}
             config = apply_overrides(base, options.overrides, flags)
+            if not config.harness.name:
+                raise UsageError(f"no harness chosen: pass --ak harness=NAME (one of: {registry.choices()}) or a "
+                                 "--ak config=hoh.yaml that sets harness.name")
             registry.check_name(config.harness.name)
             return config
         except UsageError as err:
@@ -169,18 +167,21 @@ class HohAgent(BaseAgent):
         return os.pathsep.join([*extra, os.environ.get("PATH", "")])
 
     async def upload_inputs(self, environment: BaseEnvironment, task_dir: Path) -> None:
+        """The harness's frozen inputs (as its settings name them, else from the task's dir named after the
+        harness, e.g. scripted/script.yaml) uploaded to the run dir, and hoh.yaml pointed at the uploads."""
+        adapter = registry.adapter_class(self.hoh_config.harness.name)
+        try:
+            inputs = adapter.frozen_inputs(self.hoh_config.harness, task_dir / adapter.name)
+        except UsageError as err:
+            raise TaskEnvironmentError(f"{err} (a task may carry it in its {adapter.name}/ dir)") from None
+        for frozen in inputs:
+            await environment.upload_file(frozen.source, str(install.RUN / frozen.name))
+            self.hoh_config = apply_overrides(self.hoh_config, [],
+                                              {f"harness.{frozen.setting}": str(install.RUN / frozen.name)})
         with tempfile.TemporaryDirectory(prefix="hoh-inputs-") as tmp:
             config = Path(tmp, "hoh.yaml")
             config.write_text(dump_config(self.hoh_config), encoding="utf-8")
             await environment.upload_file(config, str(CONFIG))
-        if self.hoh_config.harness.name == "scripted":
-            # --ak script, else a script the config names (harness.script), else the task's own.
-            named = self.options.script or self.layered_config(self.options, self.model_name).harness.script
-            script = Path(named).expanduser() if named else task_dir / "scripted" / "script.yaml"
-            if not script.is_file():
-                raise TaskEnvironmentError(f"the scripted harness needs a script: {script} not found; the task may "
-                                           "carry scripted/script.yaml, or pass --ak script=PATH")
-            await environment.upload_file(script, str(SCRIPT))
         if self.options.mock_llm:
             mock = Path(self.options.mock_llm).expanduser()
             if not mock.is_file():

@@ -183,15 +183,20 @@ def native_cli(adapter: HarnessAdapter, search_path: str) -> Path | None:
 
 async def install_harness(environment: BaseEnvironment, adapter: HarnessAdapter, facts: EnvironmentFacts,
                           search_path: str) -> None:
-    """Make the adapter's CLI runnable as `adapter.executable` on the environment's PATH (with BIN first)."""
-    if adapter.executable is None:
-        return  # ships inside hoh (scripted)
+    """Make the adapter's CLI runnable as its executable on the environment's PATH (with BIN first)."""
+    caps = adapter.capabilities
+    if caps.ships_with_hoh:
+        return  # uploaded with hoh's own package
     binary = native_cli(adapter, search_path)
     if binary is not None:
-        await environment.upload_file(binary, str(BIN / adapter.executable))
-        await environment.exec(f"chmod 755 {BIN / adapter.executable}", user="root", timeout_sec=60)
+        await environment.upload_file(binary, str(BIN / caps.executable))
+        await environment.exec(f"chmod 755 {BIN / caps.executable}", user="root", timeout_sec=60)
         return
-    spec = f"{adapter.npm_package}@{adapter.tested_version}"
+    spec = caps.npm_spec
+    if spec is None:
+        raise TaskEnvironmentError(f"the {adapter.name} harness cannot be installed in the task environment: its CLI "
+                                   f"({adapter.command}) is not one native binary here and its adapter names no npm "
+                                   "package; use an image that has the CLI installed")
     if not facts.npm:
         where = shutil.which(adapter.command, path=search_path) or "not installed on this machine"
         raise TaskEnvironmentError(

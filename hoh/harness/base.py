@@ -1,207 +1,77 @@
-"""The harness adapter contract and the request/result types that cross it.
+"""The harness adapter contract.
 
-A harness is one non-interactive coding-agent CLI (codex, opencode, pi, ...). An adapter knows
-how to turn a `RoleRequest` into argv + environment (`build_argv`, `env`: pure) and how to read
-the CLI's event stream back into a `ParsedRun` (`parse_events`: pure). `run` joins them through
-the subprocess choke point. Adapters know nothing of loops, plans or ledgers.
+A harness is one non-interactive coding-agent CLI (codex, opencode, pi, ...). An adapter declares
+what its CLI can do (`capabilities`), turns a `RoleRequest` into argv + environment (`build_argv`,
+`env`: pure) and reads the CLI's event stream back into a `ParsedRun` (`parse_events`: pure). `run`
+joins them through the subprocess choke point. Adapters know nothing of loops, plans or ledgers. The
+values that cross this contract are in `attempt.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
-import shutil
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal
+from typing import Callable, ClassVar, Iterable
 
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
 from ..fsutil import atomic_write_json
-from .jail import JAIL_SETUP_RETRIES, JailSpec, bwrap_argv, setup_failed
-from .limits import AttemptLimits, Limits
-from .network import attempt_egress, proxy_env, shim_argv
-from .process import ProcessResult, call, run_process
-from .quota import QUOTA_REGEX
-from .secrets import copy_credentials, login_secrets, redact, redact_files, scrub_tree, unlink_links
 from ..usage import Usage
+from .attempt import (QUOTA_PATTERN, ErrorPattern, FrozenInput, HarnessResult, Outcome, ParsedRun, RoleRequest,
+                      compile_patterns, json_events, outcome_of_message)
+from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_version
+from .jail import JAIL_SETUP_RETRIES, bwrap_argv, setup_failed
+from .limits import AttemptLimits
+from .network import attempt_egress, proxy_env, shim_argv
+from .process import ProcessResult, run_process
+from .secrets import copy_credentials, known_secrets, redact, scrub_attempt, unlink_links
 
-__all__ = ["Usage", "copy_credentials", "redact", "redact_files"]  # re-exported for the adapters
+__all__ = ["QUOTA_PATTERN", "Capabilities", "CostReport", "FrozenInput", "HarnessAdapter", "HarnessResult", "Outcome",
+           "ParsedRun", "RoleRequest", "Usage", "compile_patterns", "copy_credentials", "json_events"]
+"""What an adapter module imports from here: the contract, and the values and helpers it is written with."""
 
 HOH_PACKAGE = Path(__file__).resolve().parents[1]
 
 
-class Outcome(str, Enum):
-    """How one harness invocation ended, judged from its events rather than its exit code."""
-
-    ok = "ok"
-    rate_limited = "rate_limited"
-    auth_error = "auth_error"
-    network_error = "network_error"
-    model_error = "model_error"
-    timeout = "timeout"
-    idle_timeout = "idle_timeout"
-    no_final_message = "no_final_message"
-    crashed = "crashed"
-    quota_exhausted = "quota_exhausted"
-    """A subscription's usage limit ("You've hit your limit · resets 1pm"): the run waits for the reset."""
-    jail_error = "jail_error"
-    """The OS jail could not be set up (bwrap failed before the CLI started): the machine's doing, not the agent's."""
-
-    @property
-    def transient(self) -> bool:
-        """Worth retrying with backoff before spending a role attempt."""
-        return self in (Outcome.rate_limited, Outcome.network_error, Outcome.jail_error)
-
-
-ErrorPattern = tuple["re.Pattern[str]", Outcome]
-
-
-def compile_patterns(*pairs: tuple[str, Outcome]) -> tuple[ErrorPattern, ...]:
-    """Compile (regex, outcome) pairs, case-insensitive; write each regex word-bounded."""
-    return tuple((re.compile(regex, re.IGNORECASE), outcome) for regex, outcome in pairs)
-
-
-QUOTA_PATTERN = (QUOTA_REGEX, Outcome.quota_exhausted)
-"""The usage-limit words every subscription CLI's message uses; adapters list it with their own patterns."""
-
-
-def outcome_of_status(status: int | None) -> Outcome | None:
-    """An HTTP status, when the harness reports one, decides before any message text."""
-    if status == 429:
-        return Outcome.rate_limited
-    if status in (401, 403):
-        return Outcome.auth_error
-    if status in (408, 502, 503, 504):
-        return Outcome.network_error
-    return Outcome.model_error if status is not None and status >= 400 else None
-
-
-Access = Literal["read-only", "write"]
-
-
-@dataclass(frozen=True)
-class RoleRequest:
-    """Everything one role attempt needs, fixed by the Runtime before the CLI starts."""
-
-    role: str
-    loop: int
-    attempt: int
-    prompt: str
-    workdir: Path
-    """The CLI's working directory."""
-    access: Access
-    """Whether the role may write its workdir (Developer) or not (Planner, QA)."""
-    writable: tuple[Path, ...] = ()
-    """Directories besides the workdir the role may write (QA's evidence dir)."""
-    home: Path | None = None
-    """An isolated config home for this harness inside the workspace."""
-    wall_timeout: float = 3600.0
-    idle_timeout: float = 600.0
-    max_output_bytes: int = 512 * 1024 * 1024
-    resume_session: str | None = None
-    """Continue this CLI session (schema re-ask) where the harness supports it."""
-    context: dict[str, Any] = field(default_factory=dict)
-    """Facts the prompt also states (candidate id, evidence dir); fakes read them directly."""
-    jail: JailSpec | None = None
-    """Run inside this OS jail (None: no jail, `sandbox.mode: off`)."""
-    endpoint: str | None = None
-    """The model base URL as the CLI must use it: hoh's egress proxy in front of `base_url` (set for the
-    attempt by `run`); None: `base_url` itself."""
-    proxy_url: str | None = None
-    """hoh's egress proxy for every other host (HTTPS_PROXY), inside the jail; None: no proxy."""
-    limits: Limits = field(default_factory=Limits)
-    """Processes and memory of the attempt together (`sandbox.limits`)."""
-
-
-@dataclass
-class ParsedRun:
-    """What an adapter reads out of one event stream."""
-
-    final_message: str | None = None
-    tool_calls: int = 0
-    usage: Usage = field(default_factory=Usage)
-    session_id: str | None = None
-    error: str | None = None
-    error_outcome: Outcome | None = None
-    """Set when the events themselves report a failure (pi exits 0 on model errors)."""
-    denials: list[dict[str, str]] = field(default_factory=list)
-    """Tool calls the CLI's own permission layer refused: `tool`, `target` (path or command), `reason`."""
-
-
-@dataclass
-class HarnessResult:
-    outcome: Outcome
-    final_message: str | None
-    usage: Usage
-    tool_calls: int
-    session_id: str | None
-    exit_code: int | None
-    duration_s: float
-    error: str | None = None
-    denials: list[dict[str, str]] = field(default_factory=list)
-    cost_source: str | None = None
-    """Where `usage.cost_usd` came from: harness (the CLI's own figure), price (the configured price),
-    table (the price table, by model name); None: unknown."""
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outcome"] = self.outcome.value
-        return data
-
-
 class HarnessAdapter(ABC):
-    """One CLI. Subclasses set the class attributes and implement the two pure methods."""
+    """One CLI. Subclasses set `name`, `capabilities` and `error_patterns`, and implement the two pure methods.
+    A third party's adapter is chosen as `--harness package.module:Class` (see `registry.py`)."""
 
     name: ClassVar[str]
-    supports_resume: ClassVar[bool] = False
-    executable: ClassVar[str | None] = None
-    """The CLI's usual command name; None for harnesses that ship inside hoh."""
-    npm_package: ClassVar[str | None] = None
-    tested_version: ClassVar[str | None] = None
-
-    own_layer: ClassVar[dict[str, str]] = {"planner": "none", "developer": "none", "qa": "none"}
-    """What the CLI itself enforces for each role (its sandbox, permission modes, tool lists), as hoh uses
-    it; `hoh doctor` shows it beside hoh's jail and guard."""
+    capabilities: ClassVar[Capabilities] = Capabilities()
     error_patterns: ClassVar[tuple[ErrorPattern, ...]] = ()
     """This CLI's error messages that name a usage limit, a rate limit, an auth or a network failure (see
     `outcome_of`)."""
-    login_hosts: ClassVar[tuple[str, ...]] = ()
-    """The vendor's hosts the CLI reaches with its own login (no `base_url`), through hoh's egress."""
-    default_api_url: ClassVar[str | None] = None
-    """The vendor's API the CLI uses with an API key and no `base_url`: hoh's egress proxy stands in front
-    of it, so the key stays outside the role. None: such a CLI needs `base_url` for an API key."""
 
     def __init__(self, config: HarnessConfig):
         self.config = config
 
     def outcome_of(self, message: str, status: int | None = None) -> Outcome:
-        """Type an error the CLI reported: a usage limit (often sent as a 429) first, then its HTTP status,
-        then this CLI's patterns, else a model error."""
-        for pattern, outcome in self.error_patterns:
-            if outcome is Outcome.quota_exhausted and pattern.search(message):
-                return outcome
-        by_status = outcome_of_status(status)
-        if by_status is not None:
-            return by_status
-        for pattern, outcome in self.error_patterns:
-            if pattern.search(message):
-                return outcome
-        return Outcome.model_error
+        """Type an error the CLI reported (`attempt.outcome_of_message` with this CLI's patterns)."""
+        return outcome_of_message(self.error_patterns, message, status)
+
+    @classmethod
+    def frozen_inputs(cls, config: HarnessConfig, spec_dir: Path) -> list[FrozenInput]:
+        """The files this harness reads that hoh freezes into the workspace at build (default none); `spec_dir`
+        is where such a file is looked for when the setting names none. Raises UsageError for a missing one."""
+        return []
 
     # ---- cost --------------------------------------------------------------------------------
+    def _own_prices(self) -> bool:
+        return self.capabilities.cost is CostReport.always or (
+            self.capabilities.cost is CostReport.unless_unpriced_endpoint
+            and (not self.config.base_url or self.config.price is not None))
+
     def reported_cost_counts(self) -> bool:
         """Whether a cost this CLI reports is its real price, not a placeholder for a model it cannot price."""
-        return True
+        return self.capabilities.cost is CostReport.when_given or self._own_prices()
 
     def always_reports_cost(self) -> bool:
         """Whether every run of this CLI, as configured, reports its own cost (then a cost budget needs no price)."""
-        return False
+        return self._own_prices()
 
     def can_price(self) -> bool:
         """Whether the cost of this CLI's runs is known: its own figure, the configured price, or the table's."""
@@ -211,42 +81,32 @@ class HarnessAdapter(ABC):
     # ---- installation ------------------------------------------------------------------------
     @property
     def command(self) -> str:
-        return self.config.command or self.executable or self.name
-
-    @property
-    def install_hint(self) -> str:
-        return f"npm install -g {self.npm_package}@{self.tested_version}" if self.npm_package else "reinstall hoh"
+        return self.config.command or self.capabilities.executable or self.name
 
     def installed_version(self) -> str | None:
         """The CLI's version string, or None when it cannot be run."""
-        if self.executable is None:
-            return self.tested_version
-        path = shutil.which(self.command)
-        if path is None:
-            return None
-        try:
-            proc = call([path, "--version"], timeout=30)
-        except OSError:
-            return None
-        match = re.search(r"\d+\.\d+\.\d+", proc.stdout.decode(errors="replace") + proc.stderr)
-        return match.group(0) if proc.ok and match else None
+        if self.capabilities.ships_with_hoh:
+            return self.capabilities.tested_version
+        return installed_version(self.command)
 
     def check_available(self) -> None:
         """Raise HarnessUnavailable, naming the install command, if this CLI cannot be used."""
-        if self.executable is None:
+        caps = self.capabilities
+        if caps.ships_with_hoh:
             return
         version = self.installed_version()
         if version is None:
             raise HarnessUnavailable(f"{self.name}: '{self.command}' is not installed or does not run; "
-                                     f"install it with: {self.install_hint}")
-        if self.config.check_version and version != self.tested_version:
+                                     f"install it with: {caps.install_hint}")
+        if self.config.check_version and version != caps.tested_version:
             raise HarnessUnavailable(f"{self.name}: version {version} is installed but hoh is tested with "
-                                     f"{self.tested_version}; install it with: {self.install_hint} "
+                                     f"{caps.tested_version}; install it with: {caps.install_hint} "
                                      "(or --set harness.check_version=false)")
 
     def sandbox_probe(self, scratch: Path) -> str:
-        """A one-line verdict on the CLI's own sandbox on this machine (for `hoh doctor`)."""
-        return "none: the harness has no sandbox; hoh's fingerprint guard still reverts forbidden writes"
+        """A one-line verdict on the CLI's own sandbox on this machine (for `hoh doctor`, when the capabilities
+        declare `own_sandbox`)."""
+        return NO_SANDBOX
 
     # ---- endpoint and secrets ------------------------------------------------------------------
     def base_url(self, request: RoleRequest) -> str | None:
@@ -255,7 +115,7 @@ class HarnessAdapter(ABC):
 
     def upstream(self) -> str | None:
         """The model endpoint hoh's egress forwards to: `base_url`, or the vendor's API for an API key."""
-        return self.config.base_url or (self.default_api_url if self.config.api_key_env else None)
+        return self.config.base_url or (self.capabilities.default_api_url if self.config.api_key_env else None)
 
     def api_key(self) -> str | None:
         """The real key named by `api_key_env`; only hoh's egress proxy ever sends it."""
@@ -280,11 +140,8 @@ class HarnessAdapter(ABC):
     def secrets(self, request: RoleRequest | None = None) -> list[str]:
         """Values that must never reach a file: the API key named by `api_key_env`, and the tokens of the
         user's login files this CLI is given."""
-        value = os.environ.get(self.config.api_key_env or "", "")
-        found = [value] if len(value) >= 4 else []
-        for source, _copy in (self.logins(request) if request is not None else []):
-            found += login_secrets(source)
-        return found
+        logins = self.logins(request) if request is not None else []
+        return known_secrets(self.config.api_key_env, [source for source, _copy in logins])
 
     def jail_paths(self, request: RoleRequest) -> list[Path]:
         """What this CLI must read in the jail beyond its home, the machine's programs and hoh's package."""
@@ -374,9 +231,8 @@ class HarnessAdapter(ABC):
                 break
             time.sleep(0.5 * (setup_try + 1))  # another program's mount vanishing mid-setup passes
         secrets = self.secrets(request)
-        redact_files([proc.stdout_path, proc.stderr_path], secrets)
-        if request.home is not None:
-            scrub_tree(request.home, secrets, keep=[copy for _source, copy in self.logins(request)])
+        scrub_attempt([proc.stdout_path, proc.stderr_path], request.home, secrets,
+                      keep=[copy for _source, copy in self.logins(request)])
         proc = dataclasses.replace(proc, stderr_excerpt=redact(proc.stderr_excerpt, secrets))
         with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
             try:
@@ -393,14 +249,3 @@ class HarnessAdapter(ABC):
         usage, source = cost_usage(parsed.usage, self.config, self.reported_cost_counts())
         return HarnessResult(outcome, parsed.final_message, usage, parsed.tool_calls, parsed.session_id,
                              proc.exit_code, proc.duration_s, error, parsed.denials, source)
-
-
-def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL event stream; anything else (logs, garbage, cut lines) is skipped."""
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(event, dict):
-            yield event

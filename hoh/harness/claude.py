@@ -1,4 +1,5 @@
-"""Claude Code (`claude -p --output-format stream-json --verbose`), tested with 2.1.332. See adapters/claude.md.
+"""Claude Code (`claude -p --output-format stream-json --verbose`), at the version its `capabilities` pin.
+See adapters/claude.md.
 
 Traps handled here (HARNESS-claude-code.md): plain `acceptEdits` denies most Bash commands and
 the run still exits 0, so the Developer and QA have Bash allowed, but only inside Claude Code's
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import HarnessUnavailable
-from .base import (QUOTA_PATTERN, HarnessAdapter, HarnessResult, Outcome, ParsedRun, RoleRequest, Usage,
-                   compile_patterns, copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, HarnessResult, Outcome, ParsedRun,
+                   RoleRequest, Usage, compile_patterns, copy_credentials, json_events)
 from .process import call
 
 SANDBOX = {"sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
@@ -40,15 +41,19 @@ SANDBOX_NAMESPACES = ["--unshare-net", "--unshare-pid", "--unshare-user", "--ro-
 
 class ClaudeAdapter(HarnessAdapter):
     name = "claude"
-    executable = "claude"
-    npm_package = "@anthropic-ai/claude-code"
-    tested_version = "2.1.332"
-    supports_resume = True
-    login_hosts = ("api.anthropic.com", "console.anthropic.com", "claude.ai")
-    default_api_url = "https://api.anthropic.com"
-    own_layer = {"planner": "plan mode, read tools only",
-                 "developer": "acceptEdits; Bash in its own sandbox without hoh's jail, in the jail's with it",
-                 "qa": "acceptEdits in the evidence dir; Bash in its own sandbox without hoh's jail, in the jail's"}
+    capabilities = Capabilities(
+        executable="claude",
+        npm_package="@anthropic-ai/claude-code",
+        tested_version="2.1.332",
+        resume=True,
+        own_sandbox=True,
+        cost=CostReport.always,  # total_cost_usd in every result event, from its own price list
+        login_hosts=("api.anthropic.com", "console.anthropic.com", "claude.ai"),
+        default_api_url="https://api.anthropic.com",
+        own_layer={"planner": "plan mode, read tools only",
+                   "developer": "acceptEdits; Bash in its own sandbox without hoh's jail, in the jail's with it",
+                   "qa": "acceptEdits in the evidence dir; Bash in its own sandbox without hoh's jail, in the jail's"},
+    )
     # Claude Code reports `api_error_status` when there was a response; these cover the rest.
     error_patterns = compile_patterns(
         QUOTA_PATTERN,
@@ -57,9 +62,6 @@ class ClaudeAdapter(HarnessAdapter):
         (r"\bECONN(RESET|REFUSED)\b|\bconnection (dropped|refused|reset|error)\b|\bconnection to the API was lost\b"
          r"|\brequest timed out\b|\bETIMEDOUT\b|\bsocket hang up\b|\bfetch failed\b", Outcome.network_error),
     )
-
-    def always_reports_cost(self) -> bool:
-        return True  # total_cost_usd in every result event, from its own price list
 
     def outcome_of(self, message: str, status: int | None = None) -> Outcome:
         # 529 is Anthropic's "overloaded": temporary, like a rate limit.

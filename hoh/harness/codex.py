@@ -1,4 +1,4 @@
-"""Codex CLI (`codex exec --json`), tested with 0.171.0. See adapters/codex.md.
+"""Codex CLI (`codex exec --json`), at the version its `capabilities` pin. See adapters/codex.md.
 
 Traps handled here (HARNESSES.md §2): stdin is the prompt (an open pipe would block it);
 CODEX_HOME must exist and must not lie under TMPDIR or the sandbox silently fails; commands
@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .base import (QUOTA_PATTERN, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
-                   copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage,
+                   compile_patterns, copy_credentials, json_events)
 from .process import call
 
 PROVIDER = "hoh"
@@ -22,15 +22,18 @@ PROVIDER = "hoh"
 
 class CodexAdapter(HarnessAdapter):
     name = "codex"
-    executable = "codex"
-    npm_package = "@openai/codex"
-    tested_version = "0.171.0"
-    supports_resume = True
-    login_hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
-    default_api_url = "https://api.openai.com/v1"
-    own_layer = {"planner": "codex sandbox read-only without hoh's jail; in it, the jail is codex's sandbox",
-                 "developer": "codex sandbox workspace-write on the project without hoh's jail; in it, the jail",
-                 "qa": "codex sandbox workspace-write on the evidence dir without hoh's jail; in it, the jail"}
+    capabilities = Capabilities(
+        executable="codex",
+        npm_package="@openai/codex",
+        tested_version="0.171.0",
+        resume=True,
+        own_sandbox=True,
+        login_hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
+        default_api_url="https://api.openai.com/v1",
+        own_layer={"planner": "codex sandbox read-only without hoh's jail; in it, the jail is codex's sandbox",
+                   "developer": "codex sandbox workspace-write on the project without hoh's jail; in it, the jail",
+                   "qa": "codex sandbox workspace-write on the evidence dir without hoh's jail; in it, the jail"},
+    )
     # What codex prints once its own retries are spent (HARNESSES.md §2.6); it gives no status field.
     error_patterns = compile_patterns(
         QUOTA_PATTERN,

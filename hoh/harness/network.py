@@ -26,7 +26,8 @@ from .egress import INSIDE_PORT, INSIDE_SOCKET, PLACEHOLDER_KEY, EgressPolicy, E
 from .jail import Network
 
 if TYPE_CHECKING:
-    from .base import HarnessAdapter, RoleRequest
+    from .attempt import RoleRequest
+    from .base import HarnessAdapter
 
 SHIM = Path(__file__).with_name("egress_shim.py")
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -46,7 +47,7 @@ def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_di
     if not jailed and (jail is not None or not upstream):
         yield request
         return
-    hosts = (*jail.allow_hosts, *([] if upstream else adapter.login_hosts)) if jail else ()
+    hosts = (*jail.allow_hosts, *([] if upstream else adapter.capabilities.login_hosts)) if jail else ()
     policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), placeholder=PLACEHOLDER_KEY,
                           allow_hosts=tuple(hosts))
     log = attempt_dir / "egress.jsonl"

@@ -1,4 +1,4 @@
-"""OpenCode (`opencode run --format json`), tested with 1.18.33. See adapters/opencode.md.
+"""OpenCode (`opencode run --format json`), at the version its `capabilities` pin. See adapters/opencode.md.
 
 Traps handled here (HARNESSES.md §3): a permission that resolves to "ask" is auto-rejected in
 `run` mode and the run exits 0 with no answer, so every permission is set explicitly per role;
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import (QUOTA_PATTERN, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
-                   copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
+                   Usage, compile_patterns, copy_credentials, json_events)
 
 PROVIDER = "hoh"
 
@@ -29,13 +29,16 @@ PERMISSIONS = {
 
 class OpenCodeAdapter(HarnessAdapter):
     name = "opencode"
-    executable = "opencode"
-    npm_package = "opencode-ai"
-    tested_version = "1.18.33"
-    supports_resume = True
-    own_layer = {"planner": "permissions: edit and bash denied (no sandbox of its own)",
-                 "developer": "permissions: edit and bash allowed (no sandbox of its own)",
-                 "qa": "permissions: edit and bash allowed (no sandbox of its own)"}
+    capabilities = Capabilities(
+        executable="opencode",
+        npm_package="opencode-ai",
+        tested_version="1.18.33",
+        resume=True,
+        cost=CostReport.unless_unpriced_endpoint,
+        own_layer={"planner": "permissions: edit and bash denied (no sandbox of its own)",
+                   "developer": "permissions: edit and bash allowed (no sandbox of its own)",
+                   "qa": "permissions: edit and bash allowed (no sandbox of its own)"},
+    )
     # OpenCode gives the HTTP status in `error.data.statusCode` when there was a response at all.
     error_patterns = compile_patterns(
         QUOTA_PATTERN,
@@ -44,12 +47,6 @@ class OpenCodeAdapter(HarnessAdapter):
         (r"\bcannot connect to api\b|\bsocket connection was closed\b|\bconnection (reset|refused|closed)\b"
          r"|\bECONN(RESET|REFUSED)\b|\btimed out\b", Outcome.network_error),
     )
-
-    def reported_cost_counts(self) -> bool:
-        # For an endpoint of hoh's (base_url) OpenCode knows no price unless hoh gives it one; it reports 0 then.
-        return not self.config.base_url or self.config.price is not None
-
-    always_reports_cost = reported_cost_counts
 
     def model_ref(self) -> str | None:
         if self.config.base_url:

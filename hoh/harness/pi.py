@@ -1,4 +1,4 @@
-"""Pi (`pi -p --mode json`), tested with 0.73.1. See adapters/pi.md.
+"""Pi (`pi -p --mode json`), at the version its `capabilities` pin. See adapters/pi.md.
 
 Traps handled here (HARNESSES.md §4): in json mode Pi exits 0 even when the model call failed —
 the only sign is the last assistant message's `stopReason: "error"`; Pi has no cwd flag (the
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ..fsutil import atomic_write_json
-from .base import (QUOTA_PATTERN, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage, compile_patterns,
-                   copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
+                   Usage, compile_patterns, copy_credentials, json_events)
 
 PROVIDER = "hoh"
 TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}
@@ -21,12 +21,15 @@ TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find
 
 class PiAdapter(HarnessAdapter):
     name = "pi"
-    executable = "pi"
-    npm_package = "@mariozechner/pi-coding-agent"
-    tested_version = "0.73.1"
-    supports_resume = True
-    own_layer = {"planner": "tools: read, grep, find, ls (no sandbox of its own)",
-                 "developer": "none (Pi has no sandbox)", "qa": "none (Pi has no sandbox)"}
+    capabilities = Capabilities(
+        executable="pi",
+        npm_package="@mariozechner/pi-coding-agent",
+        tested_version="0.73.1",
+        resume=True,
+        cost=CostReport.unless_unpriced_endpoint,
+        own_layer={"planner": "tools: read, grep, find, ls (no sandbox of its own)",
+                   "developer": "none (Pi has no sandbox)", "qa": "none (Pi has no sandbox)"},
+    )
     # Pi's errorMessage starts with the HTTP status when there was a response ("429 …"); see `status_of`.
     error_patterns = compile_patterns(
         QUOTA_PATTERN,
@@ -35,12 +38,6 @@ class PiAdapter(HarnessAdapter):
         (r"\bconnection error\b|^terminated$|\bfetch failed\b|\bECONN(RESET|REFUSED)\b|\btimed out\b",
          Outcome.network_error),
     )
-
-    def reported_cost_counts(self) -> bool:
-        # For an endpoint of hoh's (base_url) Pi knows no price unless hoh gives it one; it reports 0 then.
-        return not self.config.base_url or self.config.price is not None
-
-    always_reports_cost = reported_cost_counts
 
     def agent_dir(self, request: RoleRequest) -> Path:
         return (request.home or Path.home()) / ".pi" / "agent"

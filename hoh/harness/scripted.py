@@ -7,16 +7,32 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from .base import QUOTA_PATTERN, HarnessAdapter, ParsedRun, RoleRequest, Usage, compile_patterns, json_events
+from ..config import HarnessConfig
+from ..errors import UsageError
+from .base import (QUOTA_PATTERN, Capabilities, FrozenInput, HarnessAdapter, ParsedRun, RoleRequest, Usage,
+                   compile_patterns, json_events)
+
+SCRIPT_NAME = "script.yaml"
+"""The frozen script's name in the workspace, and the default looked for beside the spec."""
 
 
 class ScriptedAdapter(HarnessAdapter):
     name = "scripted"
+    capabilities = Capabilities(needs_model=False)  # no executable: it ships inside hoh
     # The script's `error` events name these, as a real CLI's messages would.
     error_patterns = compile_patterns(QUOTA_PATTERN)
 
+    @classmethod
+    def frozen_inputs(cls, config: HarnessConfig, spec_dir: Path) -> list[FrozenInput]:
+        """The script: `harness.script`, else script.yaml in `spec_dir`, frozen as the workspace's script.yaml."""
+        script = Path(config.script).expanduser() if config.script else spec_dir / SCRIPT_NAME
+        if not script.is_file():
+            raise UsageError(f"the scripted harness needs a script: {script} not found; "
+                             f"pass --set harness.script=PATH or put {SCRIPT_NAME} beside the spec")
+        return [FrozenInput("script", script.resolve(), SCRIPT_NAME)]
+
     def script_path(self, request: RoleRequest) -> Path:
-        script = Path(self.config.script or "script.yaml")
+        script = Path(self.config.script or SCRIPT_NAME)
         return script if script.is_absolute() else Path(request.context["workspace"]) / script
 
     def jail_paths(self, request: RoleRequest) -> list[Path]:

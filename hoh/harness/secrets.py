@@ -41,6 +41,23 @@ def redact_files(paths: list[Path], secrets: list[str]) -> None:
             path.write_bytes(cleaned)
 
 
+def known_secrets(api_key_env: str | None, login_files: Iterable[Path]) -> list[str]:
+    """Values that must never reach a file: the API key named by `api_key_env`, and the tokens of the
+    user's login files a CLI is given."""
+    value = os.environ.get(api_key_env or "", "")
+    found = [value] if len(value) >= 4 else []
+    for source in login_files:
+        found += login_secrets(source)
+    return found
+
+
+def scrub_attempt(logs: list[Path], home: Path | None, secrets: list[str], keep: Iterable[Path]) -> None:
+    """After an attempt: its saved logs redacted, and every file of the CLI's home masked but the logins."""
+    redact_files(logs, secrets)
+    if home is not None:
+        scrub_tree(home, secrets, keep=keep)
+
+
 def copy_credentials(source: Path, dest: Path) -> None:
     """Copy the user's login for a harness into its isolated home once, readable by the owner only (the
     CLI may refresh its tokens there afterwards)."""

@@ -15,7 +15,8 @@ from typing import Any, Callable, Mapping
 from ..config import PolicyConfig, TimeoutsConfig
 from ..errors import QuotaExhausted, RunEnded
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
-from ..harness.base import HarnessAdapter, HarnessResult, Outcome, RoleRequest, Usage
+from ..harness.attempt import HarnessResult, Outcome, RoleRequest
+from ..harness.base import HarnessAdapter
 from ..harness.jail import JailSpec
 from ..harness.limits import Limits
 from ..harness.process import start_ticks
@@ -25,6 +26,7 @@ from ..store import events as ev
 from .between import Continuity
 from .guard import Area, Guard
 from ..store.journal import Journal
+from ..usage import Usage
 from .prompts import template
 from .validate import Expectations, RoleOutput, validate_output
 
@@ -163,7 +165,7 @@ class RoleRunner:
                 raise ended
             if ok:
                 return RoleResult(output, attempt, [], usage)
-            resumable = adapter.supports_resume and result.outcome is Outcome.ok and not violations
+            resumable = adapter.capabilities.resume and result.outcome is Outcome.ok and not violations
             session = result.session_id if resumable else None
         return RoleResult(None, attempts, errors, usage)
 

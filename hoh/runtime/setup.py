@@ -49,13 +49,13 @@ def check_adapters(config: HohConfig, adapters: dict[str, HarnessAdapter]) -> No
             raise HarnessUnavailable(str(err) if key == "harness.name" else f"{key}: {err}") from None
     for role, adapter in adapters.items():
         jailed_egress = config.sandbox.mode == "bwrap" and config.sandbox.network == "egress"
-        if not jailed_egress or adapter.executable is None or adapter.upstream() is not None:
+        if not jailed_egress or not adapter.capabilities.needs_model or adapter.upstream() is not None:
             continue
         if adapter.config.api_key_env:
             raise UsageError(f"{_key(config, role)}: {adapter.name} with an API key needs a base URL here: the key "
                              "stays outside the jail only behind hoh's egress proxy, which must know where to send it; "
                              "set --base-url (the provider's API, e.g. https://…/v1), or --set sandbox.network=shared")
-        if not adapter.login_hosts and not getattr(config.sandbox.allow_hosts, role):
+        if not adapter.capabilities.login_hosts and not getattr(config.sandbox.allow_hosts, role):
             raise UsageError(f"{_key(config, role)}: {adapter.name} with its own login reaches its provider directly, "
                              "which a role's own network namespace does not allow; give --base-url with --api-key-env "
                              f"(hoh's proxy adds the key), or list the provider's hosts in sandbox.allow_hosts.{role}, "

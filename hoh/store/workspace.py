@@ -16,6 +16,7 @@ from ..config import HohConfig, dump_config, load_config
 from ..errors import StateError, UsageError
 from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_bytes, sha256_file
 from ..harness import registry
+from ..harness.attempt import FrozenInput
 from ..paths import WorkspacePaths
 from .events import WorkspaceCreated
 from .git import GitError, History, run_git
@@ -55,15 +56,9 @@ def read_spec(spec_path: Path) -> bytes:
     return data
 
 
-def find_script(config: HohConfig, spec_path: Path) -> Path | None:
-    """The scripted harness needs a script: `harness.script`, else `script.yaml` beside the spec."""
-    if config.harness.name != "scripted":
-        return None
-    script = Path(config.harness.script).expanduser() if config.harness.script else spec_path.parent / "script.yaml"
-    if not script.is_file():
-        raise UsageError(f"the scripted harness needs a script: {script} not found; "
-                         "pass --set harness.script=PATH or put script.yaml beside the spec")
-    return script.resolve()
+def frozen_inputs(config: HohConfig, spec_path: Path) -> list[FrozenInput]:
+    """The files the chosen harness reads that are frozen with the spec (its own hook; none for most)."""
+    return registry.adapter_class(config.harness.name).frozen_inputs(config.harness, spec_path.parent)
 
 
 def is_workspace(root: Path) -> bool:
@@ -92,7 +87,7 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
                      project: Path | None = None) -> Workspace:
     registry.check_name(config.harness.name)
     spec = read_spec(spec_path)
-    script = find_script(config, spec_path)
+    inputs = frozen_inputs(config, spec_path)
     root = root.expanduser().resolve()
     project = check_project_dir(project, root) if project is not None else None
 
@@ -124,9 +119,9 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
         for d in (paths.state, paths.scratch, paths.loops, paths.project):
             d.mkdir(parents=True, exist_ok=True)
         paths.spec.write_bytes(spec)
-        if script:
-            shutil.copyfile(script, paths.script)
-            config = config.model_copy(update={"harness": config.harness.model_copy(update={"script": "script.yaml"})})
+        for frozen in inputs:
+            shutil.copyfile(frozen.source, paths.root / frozen.name)
+            config = config.model_copy(update={"harness": config.harness.model_copy(update={frozen.setting: frozen.name})})
         atomic_write_text(paths.config, dump_config(config))
         history = History(paths.history, paths.project)
         # A workspace inside the project (`--project . -w hoh-work`) is never part of it.

@@ -1,7 +1,6 @@
 """Record the real CLIs' event streams against the mock, driving each one through its hoh adapter.
 
-    npm install --prefix /tmp/hoh-clis @openai/codex@0.171.0 opencode-ai@1.18.33 \\
-        @mariozechner/pi-coding-agent@0.73.1 @anthropic-ai/claude-code@2.1.332
+    npm install --prefix /tmp/hoh-clis $(python -m hoh.harness.pins)    # the adapters' tested versions
     python -m hoh.testing.mock_llm.record --clis /tmp/hoh-clis --lab /tmp/hoh-lab \\
         --out tests/data/harness_streams
 
@@ -25,7 +24,8 @@ from typing import Any
 
 from ...config import HarnessConfig
 from ...harness import registry
-from ...harness.base import HarnessResult, Outcome, RoleRequest
+from ...harness.attempt import HarnessResult, Outcome, RoleRequest
+from ...harness.pins import pinned_versions
 from ...markers import fact_line, role_marker
 from .server import MockLLM
 
@@ -172,12 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clis", type=Path, default=Path("/tmp/hoh-clis"), help="npm --prefix of the installed CLIs")
     p.add_argument("--lab", type=Path, default=Path("/tmp/hoh-lab"), help="scratch dir (homes, workdirs, logs)")
     p.add_argument("--out", type=Path, help="write sanitized event streams here")
-    p.add_argument("--only", default="codex,opencode,pi,claude")
+    p.add_argument("--only", default=",".join(pinned_versions()), help="the CLIs to record (default: every pinned one)")
     p.add_argument("--cases", help="default: every case that applies to the CLI")
     args = p.parse_args(argv)
     bins = args.clis.resolve() / "node_modules" / ".bin"
     failed = 0
     for cli in args.only.split(","):
+        print(f"{cli}: hoh is tested with {pinned_versions().get(cli, 'no pinned version')}")
         for case in args.cases.split(",") if args.cases else cases_for(cli):
             r = run_case(args.lab, bins, cli, case)
             result = r["result"]
