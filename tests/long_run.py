@@ -26,7 +26,7 @@ from hoh.fsutil import dump_json
 from hoh.usage import Usage
 from hoh.paths import WorkspacePaths
 from hoh.store import events as ev
-from hoh.store.git import EPOCH
+from hoh.store.gitrun import EPOCH
 from hoh.runtime.planmd import plan_markdown
 from hoh.store.workspace import create_workspace
 

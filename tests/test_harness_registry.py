@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import REPO, Project, mini_script, run_hoh

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import mini_script
 
-from hoh.store.git import GitError, History, ProjectMirror, git_env, run_git
+from hoh.store.git import History, ProjectMirror
+from hoh.store.gitrun import GitError, git_env, run_git
 
 GUARD_ONLY = {"sandbox.mode": "off"}
 SECRET = "sk-hoh-trust-git-7d2e91"

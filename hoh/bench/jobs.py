@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_json

@@ -28,7 +28,7 @@ from ..errors import UsageError
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..harness.process import call
 from ..paths import TaskRunPaths, WorkspacePaths
-from ..store.git import run_git
+from ..store.gitrun import run_git
 from .results import GRADE_SCHEMA_VERSION, RunPaths
 from .settings import BenchSettings
 from .suite import BenchTask, Suite

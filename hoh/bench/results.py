@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StateError, UsageError
-from ..paths import TaskRunPaths
 from .settings import CANDIDATE_AGENT, BenchSettings
 
 RUN_SCHEMA_VERSION = 2

@@ -28,7 +28,7 @@ import hoh
 
 from ..errors import TaskEnvironmentError
 from ..paths import TaskRunPaths, WorkspacePaths
-from ..store.git import run_git
+from ..store.gitrun import run_git
 
 UPLOAD = "/tmp/hoh-candidate"
 """Where the candidate's tar and the list of removed files go inside the environment."""

@@ -15,7 +15,8 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from ..store.git import GitError, History
+from ..store.git import History
+from ..store.gitrun import GitError
 from .guard import Area, FileArea, Fingerprint, HashCache, _identity, diff
 from ..store.mirror import ProjectMirror
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from pathlib import Path
 from typing import Any
 
 from ..config import HookCommand, HooksConfig

@@ -21,7 +21,8 @@ import stat
 from pathlib import Path
 
 from ..fsutil import atomic_write_bytes
-from .git import BRANCH, GitError, History, run_git
+from .git import BRANCH, History
+from .gitrun import GitError, run_git
 
 PROJECT_CONFIG = "project-config"
 """In history.git: the project's .git/config as hoh accepted it (hoh made the repository, or met it)."""

@@ -22,7 +22,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-from .git import GitError, History
+from .git import History
+from .gitrun import GitError
 from .watch import DirWatch
 
 SEALED_REF = "refs/hoh/sealed"

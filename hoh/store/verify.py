@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..errors import StateError
 from ..evidence.ledger import Ledger
 from ..records import read_candidate
-from .git import GitError
+from .gitrun import GitError
 from .journal import Journal, RunHistory
 from .seal import SealedState
 from .workspace import Workspace

@@ -19,7 +19,8 @@ from ..harness import registry
 from ..harness.attempt import FrozenInput
 from ..paths import WorkspacePaths
 from .events import WorkspaceCreated
-from .git import GitError, History, run_git
+from .git import History
+from .gitrun import GitError, run_git
 from .journal import Journal
 from .lock import WorkspaceLock
 from .mirror import ProjectMirror
