@@ -490,3 +490,19 @@ def test_a_jailed_cli_reaches_the_model_only_through_the_egress(upstream, tmp_pa
         assert KEY not in (tmp_path / "egress.jsonl").read_text()
     finally:
         shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def test_the_socket_dirs_of_killed_runs_are_swept_and_live_ones_kept(monkeypatch):
+    from hoh.harness import network
+    tmp_path = Path(tempfile.mkdtemp(prefix="hoh-t-", dir="/tmp"))  # short: socket dirs live under 60 bytes
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"hoh-egress-{gone.pid}-abc"
+    dead.mkdir()
+    (dead / "egress.sock").touch()
+    live = tmp_path / f"hoh-egress-{os.getppid()}-xyz"
+    live.mkdir()
+    mine = network._socket_dir()
+    assert not dead.exists() and live.is_dir() and mine.is_dir() and mine.parent == tmp_path
+    shutil.rmtree(tmp_path)

@@ -36,7 +36,23 @@ PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PRO
 def _socket_dir() -> Path:
     """A short directory of hoh's for the socket (AF_UNIX paths must stay under 108 bytes)."""
     base = tempfile.gettempdir()
-    return Path(tempfile.mkdtemp(prefix=f"hoh-egress-{os.getpid()}-", dir=base if len(base) < 60 else "/tmp"))
+    base = base if len(base) < 60 else "/tmp"
+    _remove_dead_socket_dirs(Path(base))
+    return Path(tempfile.mkdtemp(prefix=f"hoh-egress-{os.getpid()}-", dir=base))
+
+
+def _remove_dead_socket_dirs(base: Path) -> None:
+    """The socket dirs of hoh processes that were killed (`kill -9` skips their cleanup): ours, pid gone."""
+    for path in base.glob("hoh-egress-*-*"):
+        pid = path.name.split("-")[2]
+        try:
+            if not pid.isdigit() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive under another uid, or gone meanwhile
+            continue
 
 
 @contextmanager
