@@ -155,10 +155,6 @@ def demo_ws(tmp_path_factory) -> Path:
 # from the need. tests/README.md has the inner-loop command.
 TIER_BY_FIXTURE = {"harbor": "docker", "harness_bin": "real_cli", "browser": "browser",
                    "as_user": "slow", "fresh_bin": "slow", "long_ws": "slow", "after_loop_one": "slow"}
-# Fixtures that take minutes (Docker runs, fresh venvs, an unprivileged checkout): the tests using one share an
-# xdist group, so `--dist loadgroup` makes it once, on one worker. Cheap shared fixtures (demo_ws) are made per
-# worker instead: grouping them would queue their tests behind one worker.
-GROUP_BY_FIXTURE = ("bench_runs", "shapes", "stand_in", "fresh_bin", "as_user", "long_ws")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -167,6 +163,49 @@ def pytest_collection_modifyitems(config, items):
         for fixture, tier in TIER_BY_FIXTURE.items():
             if fixture in fixtures:
                 item.add_marker(getattr(pytest.mark, tier))
-        group = next((name for name in GROUP_BY_FIXTURE if name in fixtures), None)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+
+
+# Modules whose module-scoped fixture takes minutes (a Docker run, fresh venvs, a built image): xdist hands
+# each to one worker whole, so the fixture is made once. Every other test is its own unit, as `--dist load`.
+# (xdist's own `loadgroup` cannot do it on pytest >= 9.2: it renames node ids, which pytest no longer allows.)
+# A session fixture several modules share (`bench_runs`) is made once through `shared_once` instead.
+WHOLE_MODULES = {"test_bench_shapes.py", "test_bench_modes.py", "test_bench_programbench.py", "test_install.py",
+                 "test_as_user.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "load":
+        return None  # the user chose another mode
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFixtureCost(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).name in WHOLE_MODULES else nodeid
+
+    return ByFixtureCost(config, log)
+
+
+def shared_once(tmp_path_factory, name: str, make) -> Path:
+    """`make(dir)` run once for the whole session, however many xdist workers ask: the first builds `dir`
+    under a lock in the directory the workers share, the others wait and get the same `dir`. A build that
+    failed fails the others at once with its message, instead of each trying again for minutes."""
+    import fcntl
+    import traceback
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+    target, done, failed = shared / name, shared / f"{name}.done", shared / f"{name}.failed"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"{name} could not be made (by another worker):\n{failed.read_text()}")
+        if not done.exists():
+            target.mkdir(exist_ok=True)
+            try:
+                make(target)
+            except BaseException:
+                failed.write_text(traceback.format_exc()[-5000:])
+                raise
+            done.touch()
+    return target

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, shared_once
 
 from hoh.paths import TaskRunPaths
 
@@ -150,16 +150,16 @@ def finish(procs: dict[str, subprocess.Popen], timeout: float = 900) -> dict[str
 
 @pytest.fixture(scope="session")
 def bench_runs(harbor, tmp_path_factory) -> dict[str, Path]:
-    """`hoh bench run benchmarks/examples` on Docker, once per session and concurrently: Harbor's oracle,
-    and hoh with the scripted harness over three loops."""
-    root = tmp_path_factory.mktemp("bench-runs")
-    runs = {"oracle": root / "oracle", "scripted": root / "scripted"}
-    procs = {"oracle": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "oracle", "--env", "docker",
-                                        "-o", runs["oracle"], "-j", "3", "-q"),
-             "scripted": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "scripted", "--loops", "3",
-                                          "--env", "docker", "-o", runs["scripted"], "-j", "4", "-q")}
-    finish(procs)
-    return runs
+    """`hoh bench run benchmarks/examples` on Docker, once per session (whichever xdist workers ask) and
+    concurrently: Harbor's oracle, and hoh with the scripted harness over three loops."""
+    def make(root: Path) -> None:
+        finish({"oracle": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "oracle", "--env", "docker",
+                                           "-o", root / "oracle", "-j", "3", "-q"),
+                "scripted": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "scripted", "--loops", "3",
+                                             "--env", "docker", "-o", root / "scripted", "-j", "4", "-q")})
+
+    root = shared_once(tmp_path_factory, "bench-runs", make)
+    return {"oracle": root / "oracle", "scripted": root / "scripted"}
 
 
 def copy_task(name: str, dest: Path, *, timeout_sec: float | None = None) -> Path:
