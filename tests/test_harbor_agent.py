@@ -167,7 +167,8 @@ def test_the_task_timeout_is_the_whole_run_s_budget(harbor, tmp_path):
     sleepy(cut, 2, "developer")  # loop 2 cannot finish in time
     short = copy_task("rpn", suite / "short", timeout_sec=25.0)
     sleepy(short, 1, "planner")  # not even the first role can
-    trials = {t.task: t for t in harbor.run(suite, tmp_path / "jobs", "budget", *AGENT, "--ak", "loops=2", "-n", "2")}
+    trials = {t.task: t for t in harbor.run(suite, tmp_path / "jobs", "budget", *AGENT, "--ak", "harness=scripted",
+                                            "--ak", "loops=2", "-n", "2")}
 
     cut = trials["hoh-examples/roman"]
     assert cut.exception is None, cut.exception  # a budget that ends a later loop is an ordinary end
@@ -205,7 +206,8 @@ def test_what_the_environment_lacks_ends_the_trial_in_one_line(harbor, tmp_path)
 
 
 def test_an_endpoint_the_container_cannot_reach_ends_the_trial_in_one_line(harbor, tmp_path):
-    [trial] = harbor.run(EXAMPLES / "wordfreq", tmp_path / "jobs", "endpoint", *AGENT, "--ak", "loops=1",
+    [trial] = harbor.run(EXAMPLES / "wordfreq", tmp_path / "jobs", "endpoint", *AGENT, "--ak", "harness=scripted",
+                         "--ak", "loops=1",
                          "--ak", "base_url=http://host.docker.internal:9/v1")
     kind, message = trial.exception
     assert kind == "TaskEnvironmentError" and "\n" not in message
