@@ -9,11 +9,10 @@ from ..config import HohConfig
 from ..errors import StopRequested
 from ..paths import WorkspacePaths
 from ..statuses import LoopStatus, RunStatus
-from ..store import events as ev
-from ..store import stop
+from ..store import events as ev, stop
 from ..store.budget import BudgetGate, figures
-from .hooks import run_hook, run_summary
 from ..store.journal import Journal, RunHistory
+from .hooks import run_hook, run_summary
 
 
 class RunControl:

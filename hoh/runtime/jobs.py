@@ -19,13 +19,12 @@ from ..paths import WorkspacePaths
 from ..records import Candidate, Plan
 from ..resources import schema
 from ..store.git import History
-from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from ..store.journal import Journal
 from ..store.mirror import ProjectMirror
-from .roles import RoleJob
 from ..store.seal import SealedState
+from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
+from .roles import RoleJob
 from .validate import Expectations
-
 
 ROLE_VIEWS = {
     "planner": {"writes": ["its own harness home"],

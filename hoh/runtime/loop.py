@@ -24,21 +24,21 @@ from ..harness.jail import require_jail
 from ..harness.limits import Limits, sweep as sweep_cgroups
 from ..harness.process import reap
 from ..plans import single_task_plan
-from ..records import (Candidate, DeveloperReport, Plan, Preserved, QaReport, read_candidate, read_developer,
-                       read_plan, read_qa)
+from ..records import (Candidate, DeveloperReport, Plan, Preserved, QaReport, read_candidate, read_developer, read_plan,
+                       read_qa)
 from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev
+from ..store.journal import Journal, RunHistory
+from ..store.lock import WorkspaceLock
+from ..store.seal import SealedState
+from ..store.workspace import Workspace
 from .control import RunControl
 from .hooks import loop_summary
-from ..store.journal import Journal, RunHistory
 from .jobs import JobFactory
-from ..store.lock import WorkspaceLock
 from .planmd import plan_markdown
 from .roles import RoleJob, RoleRunner
-from ..store.seal import SealedState
 from .setup import prepare_adapters, reconfigure
 from .validate import MAX_EVIDENCE_FILE_BYTES
-from ..store.workspace import Workspace
 
 Notify = Callable[..., None]
 SANDBOX_OFF = ("sandbox.mode is off: roles run without the OS jail; what protects each area is the harness's own "

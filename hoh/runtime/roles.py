@@ -23,10 +23,10 @@ from ..harness.process import start_ticks
 from ..harness.quota import reset_time
 from ..paths import WorkspacePaths
 from ..store import events as ev
-from .between import Continuity
-from .guard import Area, Guard
 from ..store.journal import Journal
 from ..usage import Usage
+from .between import Continuity
+from .guard import Area, Guard
 from .prompts import template
 from .validate import Expectations, RoleOutput, validate_output
 

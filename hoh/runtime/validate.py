@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..records import DeveloperReport, Plan, QaReport, record_of
-from ..statuses import Verdict
 from ..resources import schema_errors
+from ..statuses import Verdict
 
 FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024

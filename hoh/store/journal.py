@@ -17,10 +17,10 @@ from typing import Callable, Iterable, Iterator
 
 from ..errors import StateError
 from ..fsutil import atomic_write_bytes
-from ..usage import Usage
 from ..paths import ROLES
 from ..records import LoopSummary
 from ..statuses import LoopStatus, RunStatus
+from ..usage import Usage
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, Event, EventError, LoopFinished, LoopStarted,
                      ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested,
                      ViolationBetweenRoles)

@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from ..config import role_harness
-from ..usage import Usage
 from ..paths import ROLES
 from ..statuses import RunStatus
+from ..usage import Usage
 from .budget import figures
 from .journal import Journal, LoopStats, RunHistory
 from .lock import lock_held as _lock_held
