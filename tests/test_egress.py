@@ -152,7 +152,7 @@ class Route:
 
     def records(self, count: int):
         """The log once it has `count` lines (a handler writes its line as it ends), checked free of the key."""
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 15  # a loaded machine (the suite runs 4 workers on 2 cores)
         while time.monotonic() < deadline:
             if self.log.exists() and len(self.log.read_text().splitlines()) >= count:
                 break
@@ -241,7 +241,8 @@ def test_connect_reaches_only_the_allowed_hosts(open_route, echo_port):
         assert s.recv(65536) == b""
     denied = route.raw(b"CONNECT example.org:443 HTTP/1.1\r\nHost: example.org:443\r\n\r\n")
     assert denied.startswith(b"HTTP/1.1 403 ") and b"example.org:443" in denied
-    allowed, refused = route.records(2)
+    # The tunnel's line is written when it closes, which may be after the refusal's: match them by decision.
+    allowed, refused = sorted(route.records(2), key=lambda record: record.decision is not Decision.ALLOWED)
     assert (allowed.kind, allowed.decision, allowed.status) == (Kind.CONNECT, Decision.ALLOWED, 200)
     assert (allowed.bytes_up, allowed.bytes_down) == (8, 8) and allowed.target == f"127.0.0.1:{echo_port}"
     assert (refused.kind, refused.decision, refused.status, refused.target) == \
