@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import StateError, UsageError
 
@@ -259,6 +259,33 @@ class SandboxConfig(_Model):
         return value
 
 
+class EnvironmentConfig(_Model):
+    """Where role attempts run (see hoh/envs/): `local` (this machine, in the OS jail of `sandbox`) or an
+    environment of Harbor's (`docker`, `podman`, `modal`, … or a third party's `package.module:Class`),
+    one per role, which the Runtime only starts, copies into and out of, execs in and stops."""
+
+    name: str = "local"
+    image: str | None = None
+    """The image every role's environment starts from (`--env-image`); it needs a POSIX shell, and a `python3`
+    for the scripted harness."""
+    dockerfile: str | None = None
+    """A Dockerfile to build that image from instead (`--env-dockerfile`), frozen into the workspace."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Passed to the Harbor environment class as it is (e.g. a cloud sandbox's options)."""
+
+    @model_validator(mode="after")
+    def _one_image(self) -> "EnvironmentConfig":
+        if self.image and self.dockerfile:
+            raise ValueError("give an image or a Dockerfile, not both")
+        if self.name == "local" and (self.image or self.dockerfile):
+            raise ValueError("an image or a Dockerfile needs an environment other than local (--env docker)")
+        return self
+
+    @property
+    def local(self) -> bool:
+        return self.name == "local"
+
+
 class HohConfig(_Model):
     schema_version: int = CONFIG_SCHEMA_VERSION
     mode: Literal["hoh", "developer_only"] = "hoh"
@@ -273,6 +300,7 @@ class HohConfig(_Model):
     index: IndexConfig = Field(default_factory=IndexConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     roles: RolesConfig = Field(default_factory=RolesConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)

@@ -177,7 +177,7 @@ class HohAgent(BaseAgent):
         for frozen in inputs:
             await environment.upload_file(frozen.source, str(install.RUN / frozen.name))
             self.hoh_config = apply_overrides(self.hoh_config, [],
-                                              {f"harness.{frozen.setting}": str(install.RUN / frozen.name)})
+                                              {frozen.setting: str(install.RUN / frozen.name)})
         with tempfile.TemporaryDirectory(prefix="hoh-inputs-") as tmp:
             config = Path(tmp, "hoh.yaml")
             config.write_text(dump_config(self.hoh_config), encoding="utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -79,6 +80,21 @@ def outcome_of_message(patterns: tuple[ErrorPattern, ...], message: str, status:
 
 Access = Literal["read-only", "write"]
 
+HOH_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class ProgramSite:
+    """Where the process of an attempt finds hoh's own programs (the scripted agent)."""
+
+    python: str
+    """The interpreter that runs them."""
+    hoh_path: str
+    """The directory holding hoh's package, for PYTHONPATH."""
+
+
+LOCAL_SITE = ProgramSite(sys.executable, str(HOH_PACKAGE.parent))
+
 
 @dataclass(frozen=True)
 class RoleRequest:
@@ -112,6 +128,8 @@ class RoleRequest:
     """hoh's egress proxy for every other host (HTTPS_PROXY), inside the jail; None: no proxy."""
     limits: Limits = field(default_factory=Limits)
     """Processes and memory of the attempt together (`sandbox.limits`)."""
+    site: ProgramSite = LOCAL_SITE
+    """Where hoh's own programs are, as the attempt's process sees them (set by its executor)."""
 
 
 @dataclass
@@ -156,7 +174,7 @@ class FrozenInput:
     resume, or a task environment it is uploaded to, runs on the same input."""
 
     setting: str
-    """The `harness.*` setting that names the file; rewritten to name the frozen copy."""
+    """The setting that names the file (`harness.script`); rewritten to name the frozen copy."""
     source: Path
     """The file as the user gave it (resolved, checked to exist)."""
     name: str

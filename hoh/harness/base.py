@@ -11,30 +11,24 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable
 
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
-from ..fsutil import atomic_write_json
 from ..usage import Usage
 from .attempt import (QUOTA_PATTERN, ErrorPattern, FrozenInput, HarnessResult, Outcome, ParsedRun, RoleRequest,
                       compile_patterns, json_events, outcome_of_message)
 from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_version
-from .jail import JAIL_SETUP_RETRIES, bwrap_argv, setup_failed
-from .limits import AttemptLimits
-from .network import attempt_egress, proxy_env, shim_argv
-from .process import ProcessResult, run_process
+from .executor import LOCAL, Executor, Launch
+from .network import proxy_env
+from .process import ProcessResult
 from .secrets import copy_credentials, known_secrets, redact, scrub_attempt, unlink_links
 
 __all__ = ["QUOTA_PATTERN", "Capabilities", "CostReport", "FrozenInput", "HarnessAdapter", "HarnessResult", "Outcome",
            "ParsedRun", "RoleRequest", "Usage", "compile_patterns", "copy_credentials", "json_events"]
 """What an adapter module imports from here: the contract, and the values and helpers it is written with."""
-
-HOH_PACKAGE = Path(__file__).resolve().parents[1]
-
 
 class HarnessAdapter(ABC):
     """One CLI. Subclasses set `name`, `capabilities` and `error_patterns`, and implement the two pure methods.
@@ -192,44 +186,28 @@ class HarnessAdapter(ABC):
     def cwd(self, request: RoleRequest) -> Path:
         return request.workdir
 
-    def run(self, request: RoleRequest, attempt_dir: Path,
-            on_spawn: Callable[[int], None] | None = None) -> HarnessResult:
-        with attempt_egress(self, request, attempt_dir) as request:
-            return self._run(request, attempt_dir, on_spawn)
+    def run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None = None,
+            executor: Executor = LOCAL) -> HarnessResult:
+        """One attempt, wherever `executor` runs it (this machine's jail, or a Harbor environment)."""
+        with executor.placed(self, request, attempt_dir) as request:
+            return self._run(request, attempt_dir, on_spawn, executor)
 
-    def _argv_env(self, request: RoleRequest) -> tuple[list[str], dict[str, str]]:
+    def launch(self, request: RoleRequest) -> Launch:
         argv, env = self.build_argv(request), self.env(request)
         if request.proxy_url:
             env.update(proxy_env(request.proxy_url))
         jail = request.jail
         if jail is not None:
-            jail = dataclasses.replace(jail, read_only=(*jail.read_only, HOH_PACKAGE, *self.jail_paths(request)))
-            argv = bwrap_argv(jail, shim_argv(argv) if jail.egress_socket else argv, self.cwd(request), program=argv[0])
-        return argv, env
+            jail = dataclasses.replace(jail, read_only=(*jail.read_only, *self.jail_paths(request)))
+        return Launch(argv, self.cwd(request), env, self.stdin(request), jail)
 
-    def _run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None) -> HarnessResult:
+    def _run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None,
+             executor: Executor) -> HarnessResult:
         if request.home is not None:
             unlink_links(request.home)
         self.prepare(request)
-        argv, env = self._argv_env(request)
-        atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(self.cwd(request)),
-                                                         "env_names": sorted(env)})
-        for setup_try in range(JAIL_SETUP_RETRIES + 1):
-            limits = AttemptLimits(request.limits)
-            try:
-                proc = run_process(
-                    argv, cwd=self.cwd(request), env=env, stdin=self.stdin(request),
-                    stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
-                    wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
-                    max_output=request.max_output_bytes, preexec=limits.preexec(),
-                )
-            finally:
-                limits.close()
-            jail_failure = request.jail is not None and setup_failed(
-                proc.exit_code, proc.stdout_path.stat().st_size, proc.stderr_excerpt)
-            if not jail_failure:
-                break
-            time.sleep(0.5 * (setup_try + 1))  # another program's mount vanishing mid-setup passes
+        execution = executor.execute(self.launch(request), request, attempt_dir, on_spawn)
+        proc = execution.process
         secrets = self.secrets(request)
         scrub_attempt([proc.stdout_path, proc.stderr_path], request.home, secrets,
                       keep=[copy for _source, copy in self.logins(request)])
@@ -240,8 +218,8 @@ class HarnessAdapter(ABC):
             except Exception as err:  # noqa: BLE001 - an agent controls this stream; hoh must survive any of it
                 parsed = ParsedRun(error=f"unreadable event stream ({type(err).__name__})",
                                    error_outcome=Outcome.crashed)
-        if jail_failure:
-            outcome, error = Outcome.jail_error, f"the OS jail could not be set up ({jail_failure})"
+        if execution.setup_error:
+            outcome, error = Outcome.jail_error, execution.setup_error
         else:
             outcome, error = self.classify(proc, parsed)
         error = redact(error, secrets) if error else error

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 from ..errors import HarnessUnavailable
 from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, HarnessResult, Outcome, ParsedRun,
                    RoleRequest, Usage, compile_patterns, copy_credentials, json_events)
+from .executor import LOCAL, Executor
 from .process import call
 
 SANDBOX = {"sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
@@ -127,9 +128,9 @@ class ClaudeAdapter(HarnessAdapter):
         user_dir = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
         return [(user_dir / ".credentials.json", self.config_dir(request) / ".credentials.json")]
 
-    def run(self, request: RoleRequest, attempt_dir: Path,
-            on_spawn: Callable[[int], None] | None = None) -> HarnessResult:
-        result = super().run(request, attempt_dir, on_spawn)
+    def run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None = None,
+            executor: Executor = LOCAL) -> HarnessResult:
+        result = super().run(request, attempt_dir, on_spawn, executor)
         # The sandbox leaves an empty `.claude/.cc-writes/` in the cwd: its bookkeeping, not the
         # role's work (it would otherwise land in QA's evidence). Only empty dirs are removed.
         for leftover in (".claude/.cc-writes", ".claude"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -29,7 +28,7 @@ class ScriptedAdapter(HarnessAdapter):
         if not script.is_file():
             raise UsageError(f"the scripted harness needs a script: {script} not found; "
                              f"pass --set harness.script=PATH or put {SCRIPT_NAME} beside the spec")
-        return [FrozenInput("script", script.resolve(), SCRIPT_NAME)]
+        return [FrozenInput("harness.script", script.resolve(), SCRIPT_NAME)]
 
     def script_path(self, request: RoleRequest) -> Path:
         script = Path(self.config.script or SCRIPT_NAME)
@@ -39,7 +38,7 @@ class ScriptedAdapter(HarnessAdapter):
         return [self.script_path(request)]
 
     def build_argv(self, request: RoleRequest) -> list[str]:
-        return [sys.executable, "-m", "hoh.testing.scripted_agent", "--script", str(self.script_path(request)),
+        return [request.site.python, "-m", "hoh.testing.scripted_agent", "--script", str(self.script_path(request)),
                 "--role", request.role, "--loop", str(request.loop), "--attempt", str(request.attempt),
                 *self.config.extra_args]
 
@@ -47,8 +46,7 @@ class ScriptedAdapter(HarnessAdapter):
         env = super().env(request)
         env["HOH_SCRIPT_CONTEXT"] = json.dumps({k: str(v) for k, v in request.context.items()})
         self.forward_api_key(env, request)  # as a real CLI is given it: a placeholder behind hoh's egress
-        # The agent imports hoh; keep the interpreter's own import path.
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = request.site.hoh_path  # the agent is a module of hoh's
         return env
 
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..config import HohConfig, dump_config, load_config
+from ..config import HohConfig, apply_overrides, dump_config, load_config
 from ..errors import StateError, UsageError
 from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_bytes, sha256_file
 from ..harness import registry
@@ -57,9 +57,20 @@ def read_spec(spec_path: Path) -> bytes:
     return data
 
 
+DOCKERFILE_NAME = "environment.Dockerfile"
+"""The frozen copy of `environment.dockerfile` in the workspace."""
+
+
 def frozen_inputs(config: HohConfig, spec_path: Path) -> list[FrozenInput]:
-    """The files the chosen harness reads that are frozen with the spec (its own hook; none for most)."""
-    return registry.adapter_class(config.harness.name).frozen_inputs(config.harness, spec_path.parent)
+    """The files frozen with the spec: what the chosen harness reads (its own hook; none for most) and the
+    Dockerfile the roles' environments are built from."""
+    inputs = registry.adapter_class(config.harness.name).frozen_inputs(config.harness, spec_path.parent)
+    if dockerfile := config.environment.dockerfile:
+        source = Path(dockerfile).expanduser()
+        if not source.is_file():
+            raise UsageError(f"--env-dockerfile {dockerfile}: no such file; give the path of a Dockerfile")
+        inputs.append(FrozenInput("environment.dockerfile", source.resolve(), DOCKERFILE_NAME))
+    return inputs
 
 
 def is_workspace(root: Path) -> bool:
@@ -122,7 +133,7 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
         paths.spec.write_bytes(spec)
         for frozen in inputs:
             shutil.copyfile(frozen.source, paths.root / frozen.name)
-            config = config.model_copy(update={"harness": config.harness.model_copy(update={frozen.setting: frozen.name})})
+        config = apply_overrides(config, [], {frozen.setting: frozen.name for frozen in inputs})
         atomic_write_text(paths.config, dump_config(config))
         history = History(paths.history, paths.project)
         # A workspace inside the project (`--project . -w hoh-work`) is never part of it.

@@ -1,0 +1,110 @@
+"""Where an attempt's process runs: the seam between an adapter (argv, environment, events) and a place.
+
+An adapter builds a `Launch` and parses what came back; an `Executor` decides where the process runs and
+owns everything about that place: how the attempt reaches hoh's egress proxy (`placed`), where hoh's own
+programs are (`attempt.ProgramSite`), the run itself with its wall and idle timeouts, its output cap and the kill
+of everything it started, and the record of what ran (`command.json`).
+
+`LocalExecutor` runs the attempt on this machine, in the bubblewrap jail its request carries (or none with
+`sandbox.mode: off`). The executors of `hoh/envs/` run it in a Harbor environment, which the Runtime only
+starts, copies into and out of, execs in and stops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ..fsutil import atomic_write_json
+from .attempt import HOH_PACKAGE
+from .jail import JAIL_SETUP_RETRIES, JailSpec, bwrap_argv, setup_failed
+from .limits import AttemptLimits
+from .network import attempt_egress, shim_argv
+from .process import ProcessResult, run_process
+
+if TYPE_CHECKING:
+    from .attempt import RoleRequest
+    from .base import HarnessAdapter
+
+@dataclass(frozen=True)
+class Launch:
+    """One attempt's process, as the adapter built it."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    stdin: bytes | None
+    jail: JailSpec | None
+    """What the process may see and write (the CLI's own paths added); an executor's whole view of the role."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the process ended, and why it never ran when the place itself failed."""
+
+    process: ProcessResult
+    setup_error: str | None = None
+    """The place could not run the attempt (bwrap failed before the CLI started, an environment that would
+    not take the files): the machine's doing, not the agent's."""
+
+
+class Executor(ABC):
+    """A place where role attempts run."""
+
+    name: str
+
+    @abstractmethod
+    def placed(self, adapter: "HarnessAdapter", request: "RoleRequest",
+               attempt_dir: Path) -> AbstractContextManager["RoleRequest"]:
+        """The request as the CLI must see it from this place (its endpoint, proxy and program site), while
+        whatever serves it (hoh's egress proxy) runs."""
+
+    @abstractmethod
+    def execute(self, launch: Launch, request: "RoleRequest", attempt_dir: Path,
+                on_spawn: Callable[[int], None] | None) -> Execution:
+        """Run the launch to its end or its timeout; events.jsonl and stderr.log land in `attempt_dir`."""
+
+
+class LocalExecutor(Executor):
+    """This machine, in the request's bubblewrap jail (none with `sandbox.mode: off`)."""
+
+    name = "local"
+
+    def placed(self, adapter: "HarnessAdapter", request: "RoleRequest",
+               attempt_dir: Path) -> AbstractContextManager["RoleRequest"]:
+        return attempt_egress(adapter, request, attempt_dir)
+
+    def execute(self, launch: Launch, request: "RoleRequest", attempt_dir: Path,
+                on_spawn: Callable[[int], None] | None) -> Execution:
+        argv = launch.argv
+        if launch.jail is not None:
+            # hoh's package: the egress forwarder and the scripted agent run from it.
+            jail = dataclasses.replace(launch.jail, read_only=(*launch.jail.read_only, HOH_PACKAGE))
+            argv = bwrap_argv(jail, shim_argv(argv) if jail.egress_socket else argv, launch.cwd, program=argv[0])
+        atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(launch.cwd),
+                                                         "env_names": sorted(launch.env)})
+        for setup_try in range(JAIL_SETUP_RETRIES + 1):
+            limits = AttemptLimits(request.limits)
+            try:
+                proc = run_process(
+                    argv, cwd=launch.cwd, env=launch.env, stdin=launch.stdin,
+                    stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
+                    wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
+                    max_output=request.max_output_bytes, preexec=limits.preexec(),
+                )
+            finally:
+                limits.close()
+            failure = launch.jail is not None and setup_failed(
+                proc.exit_code, proc.stdout_path.stat().st_size, proc.stderr_excerpt)
+            if not failure:
+                return Execution(proc)
+            time.sleep(0.5 * (setup_try + 1))  # another program's mount vanishing mid-setup passes
+        return Execution(proc, f"the OS jail could not be set up ({failure})")
+
+
+LOCAL = LocalExecutor()
