@@ -3,10 +3,13 @@ runner uses these)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import EnvironmentUnavailable
 from .statuses import RunStatus
+from .store.journal import Journal, RunHistory
 from .store.workspace import create_workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -24,12 +27,22 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
     from .runtime.loop import Runtime
     from .runtime.setup import prepare_adapters, role_adapters
     prepare_adapters(config)  # every role's CLI, and a cost budget's prices, before anything is created
+    if not config.environment.local:
+        from .envs.harbor_env import preflight
+        preflight(config.environment)  # the environment's class and its engine, before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force,
                           project=Path(project) if project is not None else None)
     # The workspace's config is the frozen one (the scripted agent's script is its copy in the
     # workspace); the CLIs behind it were checked above.
-    with Runtime.open(ws, notify, role_adapters(ws.config)) as runtime:
-        return runtime.run(config.loops)
+    try:
+        with Runtime.open(ws, notify, role_adapters(ws.config)) as runtime:
+            return runtime.run(config.loops)
+    except EnvironmentUnavailable:
+        # The first role's environment did not start (an image that is not there, a CLI missing in it):
+        # nothing ran, so the workspace this call made goes again, and the same build can be run once fixed.
+        if RunHistory.read(Journal(ws.paths.journal)).run_started is None:
+            shutil.rmtree(ws.paths.root, ignore_errors=True)
+        raise
 
 
 def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | None = None,

@@ -43,6 +43,10 @@ class HarnessUnavailable(UsageError):
     """The selected harness CLI is missing or unusable here."""
 
 
+class EnvironmentUnavailable(UsageError):
+    """A role environment (`--env`) that cannot be made, reached or started; said in one line with its cause."""
+
+
 class TaskEnvironmentError(HohError):
     """A Harbor task's environment cannot run hoh: it lacks Python ≥ 3.11 or git, the harness
     cannot be installed there offline, the model endpoint is unreachable from it, or the task's

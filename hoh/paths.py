@@ -93,6 +93,11 @@ class WorkspacePaths:
         return self.root / "scratch"
 
     @property
+    def environments(self) -> Path:
+        """hoh's own files of each role environment (`--env`): Harbor's environment and trial dirs."""
+        return self.root / "environments"
+
+    @property
     def state(self) -> Path:
         return self.root / "state"
 

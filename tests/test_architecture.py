@@ -175,6 +175,7 @@ FLOORS = [
     {"evidence", "harness"},
     {"testing"},
     {"store"},
+    {"envs"},
     {"runtime"},
     {"api"},
     {"taskrun"},

@@ -81,6 +81,14 @@ def build(
     config: Optional[Path] = typer.Option(None, "--config", help="A hoh.yaml to start from.", rich_help_panel="Run"),
     set_: list[str] = typer.Option([], "--set", help="Override a setting: key.sub=value (repeatable).",
                                    rich_help_panel="Run"),
+    env: Optional[str] = typer.Option(None, "--env", help="Where the roles run: local (this machine's jail, the "
+                                      "default) or a Harbor environment, one per role: docker, podman, modal, … or "
+                                      "package.module:Class (needs hoh[harbor]).", rich_help_panel="Environment"),
+    env_image: Optional[str] = typer.Option(None, "--env-image", help="The image the roles' environments start "
+                                            "from.", rich_help_panel="Environment"),
+    env_dockerfile: Optional[Path] = typer.Option(None, "--env-dockerfile", help="A Dockerfile to build that image "
+                                                  "from instead (frozen into the workspace).",
+                                                  rich_help_panel="Environment"),
     force: bool = typer.Option(False, "--force", help="Replace a workspace that belongs to another spec "
                                "(the old one is kept as WORKSPACE.replaced-N).", rich_help_panel="Run"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress.", rich_help_panel="Run"),
@@ -91,7 +99,9 @@ def build(
     from .progress import LiveProgress
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
-                                       "harness.api_key_env": api_key_env, "loops": loops})
+                                       "harness.api_key_env": api_key_env, "loops": loops, "environment.name": env,
+                                       "environment.image": env_image,
+                                       "environment.dockerfile": str(env_dockerfile) if env_dockerfile else None})
     with LiveProgress(err(), quiet) as progress:
         _graceful(progress)
         report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)

@@ -112,11 +112,13 @@ class EgressProxy:
     """The egress of a role attempt or a run: a context manager serving in daemon threads.
 
     With `unix_path` it listens on that unix socket (for the jail to bind at `INSIDE_SOCKET`), else on
-    127.0.0.1 with an ephemeral port (`tcp_port`). Leaving it stops listening, cuts the connections
+    `tcp_host` (127.0.0.1; a role environment's gateway address) with an ephemeral port (`tcp_port`). Leaving it stops listening, cuts the connections
     still open and removes the socket."""
 
-    def __init__(self, policy: EgressPolicy, *, unix_path: Path | None = None, log_path: Path | None = None):
+    def __init__(self, policy: EgressPolicy, *, unix_path: Path | None = None, log_path: Path | None = None,
+                 tcp_host: str = "127.0.0.1"):
         self.policy = policy
+        self._tcp_host = tcp_host
         self._unix_path = unix_path
         self._log_path = log_path
         self._server: _Serving | None = None
@@ -145,7 +147,7 @@ class EgressProxy:
             self._log_path.parent.mkdir(parents=True, exist_ok=True)
         server: _TCPServer | _UnixServer
         if self._unix_path is None:
-            server = _TCPServer(("127.0.0.1", 0), _Handler)
+            server = _TCPServer((self._tcp_host, 0), _Handler)
             own_ports = frozenset({INSIDE_PORT, server.server_address[1]})
         else:
             self._clear_socket_path(self._unix_path)

@@ -52,10 +52,10 @@ def split_hostport(text: str, default_port: int | None = None) -> tuple[str, int
     return host, parts.port or default_port
 
 
-def inside_base_url(upstream: str, port: int) -> str:
-    """The base URL a CLI is given: the proxy's inside address plus the upstream's path prefix
+def inside_base_url(upstream: str, port: int, host: str = "127.0.0.1") -> str:
+    """The base URL a CLI is given: the proxy's address as the CLI reaches it plus the upstream's path prefix
     ("https://api.x.com/v1" → "http://127.0.0.1:PORT/v1"), since requests keep their path."""
-    return f"http://127.0.0.1:{port}{urlsplit(upstream).path.rstrip('/')}"
+    return f"http://{host}:{port}{urlsplit(upstream).path.rstrip('/')}"
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,18 @@ def run_process(
     )
 
 
+def file_excerpt(path: Path) -> str:
+    """The head and tail of a file, as `ProcessResult.stderr_excerpt` keeps them."""
+    tee = _Tee(None, None, True)
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(65536), b""):
+                tee.keep(chunk)
+    except OSError:
+        return ""
+    return tee.excerpt()
+
+
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
     try:
         proc.stdin.write(data)

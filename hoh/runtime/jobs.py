@@ -86,9 +86,9 @@ class JobFactory:
               read_only: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> JailSpec | None:
         """What the OS jail shows this role: its frozen inputs and what it reads, read-only; what it may
         write; nothing else of the workspace (the role's own home is added by the runner). None when
-        `sandbox.mode` is off."""
+        `sandbox.mode` is off on this machine; in an environment (`--env`) it is what goes in and what comes out."""
         sandbox = self.config.sandbox
-        if sandbox.mode == "off":
+        if sandbox.mode == "off" and self.config.environment.local:
             return None
         root, project = self.paths.root, self.paths.project
         hosts = getattr(sandbox.allow_hosts, role)

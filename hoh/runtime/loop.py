@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import RoleFailed, RunEnded, StateError
+from ..envs.pool import Environments
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
 from ..fsutil import (atomic_write_json, atomic_write_text, copy_regular_tree, note_written, remove_temp_files,
@@ -44,6 +45,9 @@ Notify = Callable[..., None]
 SANDBOX_OFF = ("sandbox.mode is off: roles run without the OS jail; what protects each area is the harness's own "
                "flags, hoh's guard (every protected area checked and restored after each attempt) and, inside a "
                "container, the container")
+
+IN_ENVIRONMENTS = ("roles run in {name} environments, one per role: each environment is its role's sandbox (a "
+                   "harness's own sandbox, which cannot work in a container, is off), hoh's state stays outside")
 
 
 @dataclass
@@ -115,7 +119,8 @@ class Runtime:
     """
 
     def __init__(self, workspace: Workspace, journal: Journal, adapters: Mapping[str, HarnessAdapter],
-                 notify: Notify | None = None, opened_at: float | None = None):
+                 notify: Notify | None = None, opened_at: float | None = None,
+                 environments: Environments | None = None):
         self.ws = workspace
         self.paths, self.config = workspace.paths, workspace.config
         self.repo, self.mirror = workspace.history, workspace.mirror
@@ -128,7 +133,8 @@ class Runtime:
                                   opened_at if opened_at is not None else time.time())
         self.runner = RoleRunner(self.paths, adapters, journal, policy=self.config.policy,
                                  timeouts=self.config.timeouts, notify=self.notify, gate=self.control.before_attempt,
-                                 stop_requested=self.control.stop_requested, limits=role_limits(self.config))
+                                 stop_requested=self.control.stop_requested, limits=role_limits(self.config),
+                                 executors=environments.executors() if environments else None)
         self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror,
                                home=self.runner.home)
 
@@ -146,7 +152,7 @@ class Runtime:
                 workspace, adapters = reconfigure(workspace, overrides)
             elif adapters is None:
                 adapters = prepare_adapters(workspace.config)
-            if workspace.config.sandbox.mode == "bwrap":
+            if workspace.config.sandbox.mode == "bwrap" and workspace.config.environment.local:
                 require_jail()
             journal = Journal(workspace.paths.journal)
             history = RunHistory.read(journal)
@@ -158,11 +164,21 @@ class Runtime:
             clear_temp_files(workspace)
             sweep_cgroups()
             check_sealed_state(workspace, history)
-            runtime = cls(workspace, journal, adapters, notify, opened_at)
+            environments = Environments(workspace.config, workspace.paths, journal, adapters)
             try:
-                yield runtime
+                environments.check()
+                environments.stop_orphans(history)
+                runtime = cls(workspace, journal, adapters, notify, opened_at, environments)
+                try:
+                    if not environments.local:
+                        # An image that cannot start is said before anything else happens.
+                        first = "developer" if workspace.config.mode == "developer_only" else "planner"
+                        environments.executor(first).start()
+                    yield runtime
+                finally:
+                    runtime.sealed.close()  # its kernel watch: a process may open many runtimes
             finally:
-                runtime.sealed.close()  # its kernel watch: a process may open many runtimes
+                environments.close()
 
     def run(self, target_loops: int) -> RunReport:
         history, control = self.history, self.control
@@ -170,7 +186,9 @@ class Runtime:
         control.clear_stale_request()
         self.journal.append(ev.RunStarted(target_loops=target_loops, resumed=history.run_started is not None,
                                           harness=self.config.harness.name, sandbox=self.config.sandbox.mode))
-        if self.config.sandbox.mode == "off":
+        if not self.config.environment.local:
+            self.notify("warning", message=IN_ENVIRONMENTS.format(name=self.config.environment.name))
+        elif self.config.sandbox.mode == "off":
             self.notify("warning", message=SANDBOX_OFF)
         report = RunReport(RunStatus.RUNNING, history.last_finished_loop, target_loops)
         try:

@@ -17,6 +17,7 @@ from ..errors import QuotaExhausted, RunEnded
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.attempt import HarnessResult, Outcome, RoleRequest
 from ..harness.base import HarnessAdapter
+from ..harness.executor import LOCAL, Executor
 from ..harness.jail import JailSpec
 from ..harness.limits import Limits
 from ..harness.process import start_ticks
@@ -78,7 +79,7 @@ class RoleRunner:
                  policy: PolicyConfig, timeouts: TimeoutsConfig, notify: Callable[..., None] = lambda *a, **k: None,
                  sleep: Callable[[float], None] = time.sleep, gate: Callable[[str], None] = lambda role: None,
                  stop_requested: Callable[[], RunEnded | None] = lambda: None, clock: Callable[[], float] = time.time,
-                 limits: Limits = Limits()):
+                 limits: Limits = Limits(), executors: Mapping[str, Executor] | None = None):
         self.paths, self.adapters, self.journal = paths, adapters, journal
         self.max_retries, self.wall_timeout, self.idle_timeout = policy.max_retries, timeouts.wall_seconds, timeouts.idle_seconds
         self.max_output = int(timeouts.max_output_mb * 2**20)
@@ -87,6 +88,8 @@ class RoleRunner:
         self.max_quota_wait = policy.max_quota_wait_hours * 3600
         self.notify, self.sleep, self.gate, self.stop_requested, self.clock = notify, sleep, gate, stop_requested, clock
         self.limits = limits
+        self.executors = executors or {}
+        """Where each role's attempts run (this machine's jail when a role has none here)."""
         self.continuity = Continuity()
 
     def home(self, role: str) -> Path:
@@ -180,7 +183,8 @@ class RoleRunner:
 
         backoff, waited, reruns, usage = list(self.backoff), 0.0, {"transient": 0, "quota": 0}, Usage()
         while True:
-            result = adapter.run(request, attempt_dir, on_spawn=spawned)
+            result = adapter.run(request, attempt_dir, on_spawn=spawned,
+                                 executor=self.executors.get(request.role, LOCAL))
             usage = usage + result.usage
             result = replace(result, usage=usage)
             if result.outcome is Outcome.quota_exhausted:

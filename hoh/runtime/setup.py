@@ -81,7 +81,7 @@ def reconfigure(workspace: Workspace, overrides: list[str]) -> tuple[Workspace, 
     on a bad value or a missing harness), then written atomically."""
     config = apply_overrides(workspace.config, overrides)
     adapters = prepare_adapters(config)
-    if config.sandbox.mode == "bwrap":
+    if config.sandbox.mode == "bwrap" and config.environment.local:
         require_jail()
     atomic_write_text(workspace.paths.config, dump_config(config))
     return dataclasses.replace(workspace, config=config), adapters

@@ -119,6 +119,29 @@ class OrphanReaped(Event):
 
 
 @dataclass(frozen=True)
+class EnvironmentStarted(Event):
+    """A role's environment (`--env`) is being started; journaled before the start, so a crash at any point
+    leaves a record of what the next session must stop."""
+
+    kind = "environment_started"
+    role: str
+    environment: str
+    """`environment.name`: a Harbor type or a `module:Class`."""
+    session_id: str
+    """Harbor's handle of it (a Docker Compose project, a sandbox's name)."""
+
+
+@dataclass(frozen=True)
+class EnvironmentStopped(Event):
+    kind = "environment_stopped"
+    session_id: str
+    orphan: bool = False
+    """Stopped by a later session: the one that started it ended without stopping it (kill -9)."""
+    error: str | None = None
+    """Why stopping it failed, when it did."""
+
+
+@dataclass(frozen=True)
 class LoopStarted(Event):
     kind = "loop_started"
     loop: int

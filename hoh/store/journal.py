@@ -21,7 +21,8 @@ from ..paths import ROLES
 from ..records import LoopSummary
 from ..statuses import LoopStatus, RunStatus
 from ..usage import Usage
-from .events import (AttemptFinished, AttemptStarted, BudgetStop, Event, EventError, LoopFinished, LoopStarted,
+from .events import (AttemptFinished, AttemptStarted, BudgetStop, EnvironmentStarted, EnvironmentStopped, Event,
+                     EventError, LoopFinished, LoopStarted,
                      ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested,
                      ViolationBetweenRoles)
 
@@ -209,6 +210,8 @@ class RunHistory:
     run_started: RunStarted | None = None
     run_finished: RunFinished | None = None
     live_processes: list[tuple[int, int | None]] = field(default_factory=list)
+    live_environments: dict[str, EnvironmentStarted] = field(default_factory=dict)
+    """Role environments started and not (yet) stopped, by session id: across sessions, a crash's leftovers."""
     """Harness processes started since the last run began and never seen to finish: after a
     crash of hoh itself they may still be running."""
     in_flight: AttemptStarted | None = None
@@ -267,6 +270,10 @@ class RunHistory:
         elif isinstance(ev, ProcessStarted):
             self.live_processes.append((ev.pid, ev.start_ticks))
             self.quota_wait = None
+        elif isinstance(ev, EnvironmentStarted):
+            self.live_environments[ev.session_id] = ev
+        elif isinstance(ev, EnvironmentStopped):
+            self.live_environments.pop(ev.session_id, None)
         elif isinstance(ev, AttemptFinished):
             self._attempt(ev)
         elif isinstance(ev, StepFinished):

@@ -1,0 +1,167 @@
+"""`RoleEnvironment`: the executor of one role's attempts in one Harbor environment.
+
+Started at the role's first attempt and kept for the session (stopped by `pool.Environments.close`, or by
+the next session after a crash). Every attempt: the role's view of the workspace goes in afresh (what the
+previous attempt left of it there is removed first), the CLI runs under `supervise`, and only the role's
+writable paths come back (`transfer`). The Runtime never enters the environment: the journal, the state,
+the ledger, history.git, the lock and every key stay on hoh's side; the model is reached through hoh's egress
+proxy on the environment's gateway, which adds the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shlex
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ..errors import EnvironmentUnavailable
+from ..fsutil import atomic_write_json
+from ..harness.attempt import ProgramSite, RoleRequest
+from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
+from ..harness.egress_policy import inside_base_url
+from ..harness.executor import Execution, Executor, Launch
+from ..harness.network import proxy_env
+from . import supervise, transfer
+from .harbor_env import EnvironmentSpec, EventLoop, one_line
+from .install import SITE, gateway_of, install_harness
+
+if TYPE_CHECKING:
+    from harbor.environments.base import BaseEnvironment
+
+    from ..harness.base import HarnessAdapter
+
+PATH = f"{supervise.ROOT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+START_TIMEOUT = 1800.0
+"""An image may be built at the start (a Dockerfile): half an hour before hoh gives up on it."""
+COPY_TIMEOUT = 1800.0
+STOP_TIMEOUT = 300.0
+
+
+class RoleEnvironment(Executor):
+    def __init__(self, spec: EnvironmentSpec, loop: EventLoop, adapter: "HarnessAdapter", bounds: tuple[Path, ...],
+                 on_start: Callable[[EnvironmentSpec], None]):
+        self.spec, self.loop, self.adapter = spec, loop, adapter
+        self.name = spec.name
+        self.bounds = tuple(b.resolve() for b in bounds)
+        """What may go in at all: the workspace and the project (never a host path a setting names)."""
+        self.on_start = on_start
+        self.env: BaseEnvironment | None = None
+        self.gateway: str | None = None
+        self.runs = 0
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.env is not None:
+            return
+        self.on_start(self.spec)
+        env = self.spec.make()
+        self.env = env  # from here on `stop` has something to stop, whatever fails next
+        try:
+            self.loop.run(env.start(force_build=False), START_TIMEOUT)
+            self.loop.run(install_harness(env, self.adapter), START_TIMEOUT)
+            if self.spec.network and self.adapter.upstream():
+                self.gateway = self.loop.run(gateway_of(env), 120)
+        except EnvironmentUnavailable:
+            raise
+        except Exception as err:  # noqa: BLE001 - Docker, a cloud API: any failure is the one line the user reads
+            raise EnvironmentUnavailable(f"--env {self.spec.name}: the {self.spec.role} environment did not start: "
+                                         f"{one_line(err)}") from None
+
+    async def stopped(self) -> str | None:
+        """Stop and delete it (on the event loop); the error as one line when that failed."""
+        env, self.env = self.env, None
+        if env is None:
+            return None
+        try:
+            await asyncio.wait_for(env.stop(delete=True), STOP_TIMEOUT)
+        except Exception as err:  # noqa: BLE001 - reported in the journal; the run's own outcome stands
+            return one_line(err)
+        finally:
+            shutil.rmtree(self.spec.dir, ignore_errors=True)
+        return None
+
+    # ---- one attempt --------------------------------------------------------------------------
+    @contextmanager
+    def placed(self, adapter: "HarnessAdapter", request: RoleRequest, attempt_dir: Path) -> Iterator[RoleRequest]:
+        self.start()
+        request = dataclasses.replace(request, site=ProgramSite("python3", SITE))
+        upstream = adapter.upstream()
+        if self.gateway is None or not upstream:
+            yield request
+            return
+        # The key stays here: the CLI gets the proxy's address on the environment's gateway and a placeholder.
+        hosts = request.jail.allow_hosts if request.jail else ()
+        policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), placeholder=PLACEHOLDER_KEY,
+                              allow_hosts=tuple(hosts))
+        try:
+            proxy = EgressProxy(policy, log_path=attempt_dir / "egress.jsonl", tcp_host=self.gateway)
+            proxy.start()
+        except OSError as err:
+            raise EnvironmentUnavailable(f"--env {self.spec.name}: hoh's egress proxy cannot listen on the "
+                                         f"environment's gateway {self.gateway} ({err.strerror}); a remote "
+                                         "environment cannot reach hoh's proxy") from None
+        try:
+            yield dataclasses.replace(request, endpoint=inside_base_url(upstream, proxy.tcp_port, self.gateway),
+                                      proxy_url=f"http://{self.gateway}:{proxy.tcp_port}")
+        finally:
+            proxy.close()
+
+    def execute(self, launch: Launch, request: RoleRequest, attempt_dir: Path,
+                on_spawn: Callable[[int], None] | None) -> Execution:
+        env = self.env
+        assert env is not None, "placed() starts the environment"
+        jail = launch.jail
+        writable = [p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir()]
+        visible = [p for p in (*(jail.read_only if jail else ()), launch.cwd) if self._inside(p)]
+        hidden = jail.hidden if jail else ()
+        variables = {**launch.env, "PATH": PATH}
+        if request.proxy_url:
+            variables.update(proxy_env(request.proxy_url))
+        self.runs += 1
+        streams = supervise.Streams(f"{supervise.ROOT}/attempts/{self.runs}")
+        atomic_write_json(attempt_dir / "command.json", {
+            "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
+            "environment": self.spec.name, "session_id": self.spec.session_id, "streams": streams.dir})
+        try:
+            self.loop.run(self._put(env, [*writable, *visible], hidden), COPY_TIMEOUT)
+            self.loop.run(supervise.start(env, streams, launch.argv, str(launch.cwd), variables, launch.stdin), 120)
+            code, limit, seconds = self.loop.run(supervise.supervise(
+                env, streams, wall=request.wall_timeout, idle=request.idle_timeout,
+                max_output=request.max_output_bytes))
+            out, err = self.loop.run(supervise.collect(env, streams, attempt_dir, request.max_output_bytes), COPY_TIMEOUT)
+            for path in writable:
+                self.loop.run(self._take(env, path, hidden), COPY_TIMEOUT)
+        except (OSError, TimeoutError, RuntimeError, shutil.Error) as error:
+            for name in ("events.jsonl", "stderr.log"):
+                if not (attempt_dir / name).exists():
+                    (attempt_dir / name).write_bytes(b"")
+            empty = supervise.result(None, None, 0.0, attempt_dir / "events.jsonl", attempt_dir / "stderr.log",
+                                     launch.argv[0])
+            return Execution(empty, f"the {self.spec.name} environment failed ({one_line(error)})")
+        return Execution(supervise.result(code, limit, seconds, out, err, launch.argv[0]))
+
+    def _inside(self, path: Path) -> bool:
+        return any(path.resolve().is_relative_to(b) for b in self.bounds)
+
+    async def _put(self, env: "BaseEnvironment", roots: list[Path], hidden: tuple[Path, ...]) -> None:
+        """The role's view, afresh: what an earlier attempt left of it is removed, then all of it goes in at once."""
+        quoted = " ".join(shlex.quote(str(p)) for p in transfer.outermost(roots) if len(p.parts) > 2)
+        if quoted:
+            await env.exec(f"rm -rf {quoted}", timeout_sec=600)
+        with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
+            transfer.stage(roots, hidden, Path(staging))
+            await env.upload_dir(staging, "/")
+
+    async def _take(self, env: "BaseEnvironment", path: Path, hidden: tuple[Path, ...]) -> None:
+        """A writable path back from the environment, sanitized, in place of what hoh had."""
+        incoming = transfer.scratch_beside(path)
+        try:
+            await env.download_dir(str(path.resolve()), incoming)
+            transfer.adopt(incoming, path, keep=[h for h in hidden if h.resolve().is_relative_to(path.resolve())])
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)

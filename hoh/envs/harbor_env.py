@@ -1,0 +1,158 @@
+"""A role's environment as Harbor makes it, and the one event loop its coroutines run on.
+
+`environment.name` is one of Harbor's environment types (`docker`, `podman`, `modal`, …) or a third party's
+`package.module:Class` subclass of Harbor's `BaseEnvironment`; its definition is an image
+(`environment.image`) or a Dockerfile frozen into the workspace (`environment.dockerfile`). Everything
+needed to make the same environment again, to stop it after a crash, is an `EnvironmentSpec`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import shutil
+import threading
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Coroutine, TypeVar
+
+from ..config import EnvironmentConfig
+from ..errors import EnvironmentUnavailable
+
+if TYPE_CHECKING:
+    from harbor.environments.base import BaseEnvironment
+
+T = TypeVar("T")
+COMPOSE_ENGINES = ("docker", "podman")
+"""Harbor's environments built on Docker Compose files, which take an overlay of hoh's."""
+HARBOR_HINT = "pip install 'hoh[harbor]' (Harbor needs Python >= 3.12)"
+
+
+def require_harbor(name: str) -> None:
+    try:
+        import harbor.environments.base  # noqa: F401
+    except ImportError:
+        raise EnvironmentUnavailable(f"--env {name} runs the roles through Harbor's environments, which are not "
+                                     f"installed here; {HARBOR_HINT}") from None
+
+
+def environment_class(name: str) -> type["BaseEnvironment"]:
+    """The Harbor environment class `name` stands for; a one-line error for a name Harbor does not know."""
+    require_harbor(name)
+    from harbor.environments.base import BaseEnvironment
+    from harbor.environments.factory import _load_environment_class
+    from harbor.models.environment_type import EnvironmentType
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), attr)
+        except Exception as err:  # noqa: BLE001 - a third party's module may fail in any way; say which and why
+            raise EnvironmentUnavailable(f"--env {name}: cannot import it ({type(err).__name__}: {err}); install "
+                                         "its package or put it on PYTHONPATH") from None
+        if not (isinstance(cls, type) and issubclass(cls, BaseEnvironment)):
+            raise EnvironmentUnavailable(f"--env {name}: not a subclass of Harbor's BaseEnvironment")
+        return cls
+    try:
+        kind = EnvironmentType(name)
+    except ValueError:
+        known = ", ".join(sorted(t.value for t in EnvironmentType))
+        raise EnvironmentUnavailable(f"--env {name}: no such environment; use local or one of Harbor's: {known} "
+                                     "(or package.module:Class)") from None
+    try:
+        return _load_environment_class(kind)
+    except ImportError as err:
+        raise EnvironmentUnavailable(f"--env {name}: Harbor's {name} environment needs a package that is not "
+                                     f"installed ({err.name or err}); install Harbor's extra for it") from None
+
+
+def preflight(config: EnvironmentConfig) -> None:
+    """The engine or the provider answers (Harbor's own check: docker's daemon, a cloud's credentials)."""
+    cls = environment_class(config.name)
+    try:
+        cls.preflight()
+    except SystemExit as err:  # some of Harbor's preflights exit with a message
+        raise EnvironmentUnavailable(f"--env {config.name}: {err}") from None
+    except Exception as err:  # noqa: BLE001 - any provider's failure becomes the one line the user reads
+        raise EnvironmentUnavailable(f"--env {config.name}: the environment cannot be used here: "
+                                     f"{one_line(err)}") from None
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one line with its cause (Docker's output carries it after the command line)."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    for marker in ("Error response from daemon:", "error:", "Error:", "ERROR:"):
+        if marker in text:
+            text = text[text.rindex(marker):]
+            break
+    return text[:400]
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    """One role's environment: enough to make it again (and to stop it after hoh was killed)."""
+
+    name: str
+    role: str
+    session_id: str
+    dir: Path
+    """hoh's own files for it (Harbor's environment dir and trial dirs), outside every role's reach."""
+    image: str | None
+    dockerfile: Path | None
+    network: bool
+    """Whether the environment has a network at all (`sandbox.network: none` gives it none)."""
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def make(self) -> "BaseEnvironment":
+        from harbor.models.task.config import EnvironmentConfig as TaskEnvironment
+        from harbor.models.task.config import NetworkMode, NetworkPolicy
+        from harbor.models.trial.paths import TrialPaths
+        env_dir, trial_dir = self.dir / "environment", self.dir / "trial"
+        env_dir.mkdir(parents=True, exist_ok=True)
+        if self.dockerfile is not None:
+            shutil.copyfile(self.dockerfile, env_dir / "Dockerfile")
+        trial = TrialPaths(trial_dir)
+        trial.mkdir()
+        extra: dict[str, Any] = {}
+        mode = NetworkMode.PUBLIC
+        if not self.network and self.name in COMPOSE_ENGINES:
+            # Harbor's Docker and Podman environments take a network-less container only through their egress
+            # sidecar, whose image must be pulled; a Compose overlay gives the same container no network at all.
+            overlay = self.dir / "no-network.yaml"
+            overlay.write_text("services:\n  main:\n    network_mode: none\n")
+            extra["extra_docker_compose"] = [overlay]
+        elif not self.network:
+            mode = NetworkMode.NO_NETWORK
+        try:
+            return environment_class(self.name)(
+                environment_dir=env_dir, environment_name="hoh", session_id=self.session_id, trial_paths=trial,
+                task_env_config=TaskEnvironment(docker_image=self.image), logger=logging.getLogger("hoh.envs"),
+                network_policy=NetworkPolicy(network_mode=mode), **extra, **dict(self.kwargs))
+        except (ValueError, TypeError) as err:
+            raise EnvironmentUnavailable(f"--env {self.name}: {one_line(err)}") from None
+
+
+class EventLoop:
+    """A private asyncio loop in a daemon thread: hoh is synchronous, Harbor's environments are coroutines, and
+    several environments (roles, trials) may be driven at once from hoh's threads."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="hoh-envs", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise TimeoutError(f"the environment did not answer within {timeout:g}s") from None
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)

@@ -1,0 +1,101 @@
+"""The role environments of one Runtime session: one per role, started at its first attempt, all stopped
+when the session ends; and, when a session begins, the environments an earlier one left running.
+
+Every start is journaled before it happens (`EnvironmentStarted`) and every stop after (`EnvironmentStopped`),
+so after `kill -9` at any point the next session knows what to stop, and stops it before anything runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Mapping
+
+from ..config import HohConfig
+from ..harness.base import HarnessAdapter
+from ..harness.executor import LOCAL, Executor
+from ..paths import WorkspacePaths
+from ..store import events as ev
+from ..store.journal import Journal, RunHistory
+from .executor import RoleEnvironment
+from .harbor_env import EnvironmentSpec, EventLoop, one_line, preflight
+
+
+class Environments:
+    def __init__(self, config: HohConfig, paths: WorkspacePaths, journal: Journal,
+                 adapters: Mapping[str, HarnessAdapter]):
+        self.config, self.paths, self.journal, self.adapters = config, paths, journal, adapters
+        self.local = config.environment.local
+        self._loop: EventLoop | None = None
+        self._roles: dict[str, RoleEnvironment] = {}
+
+    @property
+    def loop(self) -> EventLoop:
+        if self._loop is None:
+            self._loop = EventLoop()
+        return self._loop
+
+    def check(self) -> None:
+        """The environment's class exists and its engine or provider answers (nothing is started)."""
+        if not self.local:
+            preflight(self.config.environment)
+
+    def spec(self, role: str, session_id: str) -> EnvironmentSpec:
+        settings, sandbox = self.config.environment, self.config.sandbox
+        needs_model = self.adapters[role].capabilities.needs_model
+        dockerfile = Path(settings.dockerfile) if settings.dockerfile else None
+        if dockerfile is not None and not dockerfile.is_absolute():
+            dockerfile = self.paths.root / dockerfile
+        return EnvironmentSpec(
+            name=settings.name, role=role, session_id=session_id, dir=self.paths.environments / session_id,
+            image=settings.image, dockerfile=dockerfile,
+            network=sandbox.network == "shared" or (sandbox.network == "egress" and needs_model),
+            kwargs=tuple(sorted(settings.kwargs.items())))
+
+    def executor(self, role: str) -> Executor:
+        if self.local:
+            return LOCAL
+        if role not in self._roles:
+            spec = self.spec(role, f"hoh-{role}-{uuid.uuid4().hex[:10]}")
+            bounds = (self.paths.root, self.paths.project)
+            self._roles[role] = RoleEnvironment(spec, self.loop, self.adapters[role], bounds, self._started)
+        return self._roles[role]
+
+    def executors(self) -> dict[str, Executor]:
+        return {role: self.executor(role) for role in self.adapters}
+
+    def _started(self, spec: EnvironmentSpec) -> None:
+        self.journal.append(ev.EnvironmentStarted(role=spec.role, environment=spec.name, session_id=spec.session_id))
+
+    def stop_orphans(self, history: RunHistory) -> None:
+        """Stop what an earlier session started and never stopped (it was killed), before anything runs."""
+        leftovers = list(history.live_environments.values())
+        if not leftovers:
+            return
+        envs = [RoleEnvironment(self.spec(left.role, left.session_id), self.loop, self.adapters[left.role], (),
+                                self._started) for left in leftovers if left.role in self.adapters]
+        for env in envs:
+            env.env = env.spec.make()
+        self._stop(envs, orphan=True)
+
+    def close(self) -> None:
+        """Stop every environment this session started (at once: a Docker stop takes ~10 s)."""
+        started = [env for env in self._roles.values() if env.env is not None]
+        self._roles.clear()
+        if started:
+            self._stop(started, orphan=False)
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def _stop(self, envs: list[RoleEnvironment], orphan: bool) -> None:
+        async def stop_all() -> list[str | None]:
+            return list(await asyncio.gather(*(env.stopped() for env in envs)))
+
+        try:
+            errors = self.loop.run(stop_all())
+        except Exception as err:  # noqa: BLE001 - journaled; never hides the run's own outcome
+            errors = [one_line(err)] * len(envs)
+        for env, error in zip(envs, errors):
+            self.journal.append(ev.EnvironmentStopped(session_id=env.spec.session_id, orphan=orphan, error=error))
