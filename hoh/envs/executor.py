@@ -44,28 +44,34 @@ STOP_TIMEOUT = 300.0
 
 class RoleEnvironment(Executor):
     def __init__(self, spec: EnvironmentSpec, loop: EventLoop, adapter: "HarnessAdapter", bounds: tuple[Path, ...],
-                 on_start: Callable[[EnvironmentSpec], None]):
+                 on_start: Callable[[EnvironmentSpec], None], env: "BaseEnvironment | None" = None):
+        """`env`: an environment someone else started and stops (a Harbor trial's); else hoh makes its own."""
         self.spec, self.loop, self.adapter = spec, loop, adapter
         self.name = spec.name
         self.bounds = tuple(b.resolve() for b in bounds)
         """What may go in at all: the workspace and the project (never a host path a setting names)."""
         self.on_start = on_start
-        self.env: BaseEnvironment | None = None
+        self.env = env
+        self.owned = env is None
+        self.ready = False
         self.gateway: str | None = None
         self.runs = 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
-        if self.env is not None:
+        if self.ready:
             return
-        self.on_start(self.spec)
-        env = self.spec.make()
-        self.env = env  # from here on `stop` has something to stop, whatever fails next
+        if self.env is None:
+            self.on_start(self.spec)
+            self.env = self.spec.make()  # from here on `stopped` has something to stop, whatever fails next
+        env = self.env
         try:
-            self.loop.run(env.start(force_build=False), START_TIMEOUT)
+            if self.owned:
+                self.loop.run(env.start(force_build=False), START_TIMEOUT)
             self.loop.run(install_harness(env, self.adapter), START_TIMEOUT)
             if self.spec.network and self.adapter.upstream():
                 self.gateway = self.loop.run(gateway_of(env), 120)
+            self.ready = True
         except EnvironmentUnavailable:
             raise
         except Exception as err:  # noqa: BLE001 - Docker, a cloud API: any failure is the one line the user reads
@@ -73,9 +79,9 @@ class RoleEnvironment(Executor):
                                          f"{one_line(err)}") from None
 
     async def stopped(self) -> str | None:
-        """Stop and delete it (on the event loop); the error as one line when that failed."""
-        env, self.env = self.env, None
-        if env is None:
+        """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed."""
+        env, self.env, self.ready = self.env, None, False
+        if env is None or not self.owned:
             return None
         try:
             await asyncio.wait_for(env.stop(delete=True), STOP_TIMEOUT)
