@@ -125,7 +125,11 @@ class RoleEnvironment(Executor):
         writable = [p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir()]
         visible = [p for p in (*(jail.read_only if jail else ()), launch.cwd) if self._inside(p)]
         hidden = jail.hidden if jail else ()
-        variables = {**launch.env, "PATH": PATH}
+        # No key enters an environment: a CLI given its key itself (no proxy in front of its endpoint) gets
+        # the placeholder there, as behind hoh's proxy.
+        secrets = set(self.adapter.secrets(request))
+        variables = {name: PLACEHOLDER_KEY if value in secrets else value for name, value in launch.env.items()}
+        variables["PATH"] = PATH
         if request.proxy_url:
             variables.update(proxy_env(request.proxy_url))
         self.runs += 1

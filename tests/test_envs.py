@@ -1,0 +1,233 @@
+"""Roles in Docker environments (`--env docker`): the same run as on this machine, the Runtime outside.
+
+Each test drives the real CLI from Harbor's venv against the real Docker engine (`harbor` fixture), with the
+scripted harness, and reads what the run persisted (journal, candidates) and what Docker still holds.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import DEMO, mini_script, run_hoh
+from harbor_env import BASE_IMAGE, harbor  # noqa: F401 - harbor is a fixture
+
+ENV = ("--env", "docker", "--env-image", BASE_IMAGE)
+SECRET = "sk-hoh-envs-test-0123456789abcdef"
+
+
+def journal(ws: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (ws / "state" / "journal.jsonl").read_text().splitlines()]
+
+
+def candidate_ids(ws: Path) -> list[str]:
+    return [e["candidate_id"] for e in journal(ws) if e["event"] == "loop_finished"]
+
+
+def sessions(ws: Path) -> set[str]:
+    return {e["session_id"] for e in journal(ws) if e["event"] == "environment_started"}
+
+
+def containers() -> list[str]:
+    listed = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                            timeout=60, check=True)
+    return listed.stdout.split()
+
+
+def containers_of(ws: Path) -> list[str]:
+    ids = sessions(ws)
+    return [name for name in containers() if any(session in name for session in ids)]
+
+
+def write_project(root: Path, script: dict[str, Any], spec: str = "# Greeter\n\nPrint a greeting.\n") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "spec.md").write_text(spec)
+    (root / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False))
+    return root / "spec.md"
+
+
+@pytest.fixture(autouse=True)
+def no_container_left(tmp_path):
+    """A failed test kills its hoh; the containers of its runs go with the test, not with the machine."""
+    yield
+    for journal_file in tmp_path.rglob("journal.jsonl"):
+        ids = {json.loads(line).get("session_id") for line in journal_file.read_text().splitlines()} - {None}
+        names = [name for name in containers() if any(session in name for session in ids)]
+        if names:
+            subprocess.run(["docker", "rm", "-f", *names], capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def demo_local(tmp_path_factory) -> list[str]:
+    ws = tmp_path_factory.mktemp("local") / "ws"
+    built = run_hoh("build", DEMO / "spec.md", "--loops", "3", "-w", ws, "-q")
+    assert built.returncode == 0, built.stderr
+    return candidate_ids(ws)
+
+
+def test_the_demo_in_docker_gives_the_local_candidates_and_leaves_no_container(harbor, tmp_path, demo_local):
+    ws = tmp_path / "ws"
+    built = harbor.hoh("build", DEMO / "spec.md", "--harness", "scripted", "--loops", "3", "-w", ws, "-q", *ENV)
+    assert built.returncode == 0, built.stderr
+    assert candidate_ids(ws) == demo_local and len(demo_local) == 3
+    events = journal(ws)
+    started = [e for e in events if e["event"] == "environment_started"]
+    assert sorted(e["role"] for e in started) == ["developer", "planner", "qa"]
+    stopped = {e["session_id"]: e for e in events if e["event"] == "environment_stopped"}
+    assert set(stopped) == sessions(ws) and not any(e.get("error") for e in stopped.values())
+    assert containers_of(ws) == []
+    # Each attempt ran in its role's environment, not here: the record says where.
+    command = json.loads(next((ws / "state" / "loops" / "0001" / "roles" / "developer").glob("attempt-*/command.json"))
+                         .read_text())
+    assert command["environment"] == "docker" and command["session_id"] in sessions(ws)
+
+
+def slow_developer(seconds: float, loops: int = 2) -> dict[str, Any]:
+    script = mini_script(loops)
+    script["loops"][1]["developer"]["actions"].insert(0, {"sleep": seconds})
+    return script
+
+
+def wait_for(predicate, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := predicate():
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running_role(ws: Path, role: str, loop: int = 1) -> str | None:
+    """The role's container, once the CLI of one of its attempts in `loop` runs there."""
+    try:
+        events = journal(ws)
+    except (OSError, ValueError):
+        return None
+    session = next((e["session_id"] for e in events if e["event"] == "environment_started" and e["role"] == role),
+                   None)
+    last = next((e for e in reversed(events) if e["event"] in ("attempt_started", "attempt_finished")), None)
+    if session is None or last is None or last["event"] != "attempt_started" or last["role"] != role \
+            or last["loop"] != loop:
+        return None
+    names = [n for n in containers() if session in n]
+    attempt_dir = ws / "state" / "loops" / f"{last['loop']:04d}" / "roles" / role / f"attempt-{last['attempt']}"
+    try:
+        streams = json.loads((attempt_dir / "command.json").read_text())["streams"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if not names:
+        return None
+    probe = subprocess.run(["docker", "exec", names[0], "sh", "-c", f"test -s {streams}/pid && ! test -e {streams}/exit"],
+                           capture_output=True, text=True, timeout=60)
+    return names[0] if probe.returncode == 0 else None
+
+
+def test_kill_9_during_a_docker_role_then_resume_gives_the_same_candidates_and_no_orphan(harbor, tmp_path):
+    script = slow_developer(6)
+    reference = write_project(tmp_path / "ref", script)
+    local = run_hoh("build", reference, "--loops", "2", "-w", tmp_path / "ref" / "ws", "-q")
+    assert local.returncode == 0, local.stderr
+    spec = write_project(tmp_path / "p", copy.deepcopy(script))
+    ws = tmp_path / "p" / "ws"
+    proc = harbor.hoh_async("build", spec, "--harness", "scripted", "--loops", "2", "-w", ws, "-q", *ENV)
+    try:
+        container = wait_for(lambda: running_role(ws, "developer"), 180, "the developer's CLI in its container")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert container in containers(), "the killed run's environment is still there before the resume"
+    resumed = harbor.hoh("resume", "-w", ws, "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    assert candidate_ids(ws) == candidate_ids(tmp_path / "ref" / "ws")
+    orphans = [e for e in journal(ws) if e["event"] == "environment_stopped" and e.get("orphan")]
+    assert len(orphans) >= 1 and all(not e.get("error") for e in orphans)
+    assert containers_of(ws) == []
+
+
+def inventory_in(container: str, ws: Path, forbidden: list[str]) -> dict[str, str]:
+    """What the role's container holds of hoh's state, and its processes' environments, read from outside."""
+    found = " ".join(f"{ws}/{rel}" for rel in forbidden)
+    script = (f"for p in {found}; do [ -e \"$p\" ] && echo \"found $p\"; done; "
+              "find / -xdev \\( -name journal.jsonl -o -name history.git -o -name hoh.lock \\) -print 2>/dev/null; "
+              "echo ===; for d in /proc/[0-9]*; do tr '\\0' '\\n' < $d/environ 2>/dev/null; echo; done")
+    result = subprocess.run(["docker", "exec", container, "sh", "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    files, _, environ = result.stdout.partition("===")
+    return {"files": files.strip(), "environ": environ}
+
+
+EVERY_ROLE = ["state/journal.jsonl", "history.git", "hoh.yaml", "hoh.lock", "state/identity.json", "environments"]
+FORBIDDEN = {"planner": EVERY_ROLE, "developer": [*EVERY_ROLE, "state/ledger.json", "state/INDEX.md"],
+             "qa": [*EVERY_ROLE, "state/ledger.json", "state/INDEX.md", "project/.git"]}
+
+
+def test_a_role_container_holds_no_journal_ledger_history_or_key(harbor, tmp_path):
+    """Read each role's container from outside while its CLI runs: none of hoh's state, no key anywhere."""
+    script = mini_script(2)
+    for role in ("planner", "developer", "qa"):
+        entry = script["loops"][2][role]
+        entry["actions"] = [{"sleep": 8}, *entry.get("actions", [])]
+    spec = write_project(tmp_path / "p", script)
+    ws = tmp_path / "p" / "ws"
+    proc = subprocess.Popen([str(harbor.exe.parent / "python"), "-m", "hoh", "build", str(spec), "--harness", "scripted",
+                             "--loops", "2", "-w", str(ws), "-q", "--set", "harness.api_key_env=HOH_TEST_KEY", *ENV],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**harbor.env(), "HOH_TEST_KEY": SECRET}, stdin=subprocess.DEVNULL)
+    try:
+        for role in ("planner", "developer", "qa"):
+            container = wait_for(lambda: running_role(ws, role, 2), 240, f"the {role}'s CLI in its container")
+            seen = inventory_in(container, ws, FORBIDDEN[role])
+            assert seen["files"] == "", f"{role}: {seen['files']}"
+            assert "HOH_TEST_KEY=" in seen["environ"], f"{role}: the CLI's environment was not read"
+            assert SECRET not in seen["environ"], f"{role}: the key is in its container"
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    for path in ws.rglob("*"):
+        if path.is_file() and "state" in path.parts and path.name != "hoh.yaml":
+            assert SECRET not in path.read_text(errors="replace"), path
+
+
+def test_an_unknown_environment_is_one_line_and_makes_no_workspace(harbor, tmp_path):
+    spec = write_project(tmp_path / "p", mini_script(1))
+    result = harbor.hoh("build", spec, "--harness", "scripted", "-w", tmp_path / "ws", "--env", "nosuch", timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no such environment" in lines[0] and "docker" in lines[0], result.stderr
+    assert not (tmp_path / "ws").exists()
+
+
+def test_an_image_that_cannot_start_is_one_line_with_its_cause_and_makes_no_workspace(harbor, tmp_path):
+    spec = write_project(tmp_path / "p", mini_script(1))
+    result = harbor.hoh("build", spec, "--harness", "scripted", "-w", tmp_path / "ws", "--env", "docker",
+                        "--env-image", "localhost/hoh-no-such-image:1", timeout=300)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not start" in lines[0], result.stderr
+    assert not (tmp_path / "ws").exists()
+
+
+def test_without_harbor_an_environment_says_how_to_get_it(tmp_path):
+    """hoh's core (Python 3.11, no Harbor) asked for a Docker environment."""
+    spec = write_project(tmp_path / "p", mini_script(1))
+    try:
+        import harbor  # noqa: F401
+        pytest.skip("Harbor is importable here; this checks an installation without it")
+    except ImportError:
+        pass
+    result = run_hoh("build", spec, "-w", tmp_path / "ws", "--env", "docker")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hoh[harbor]" in lines[0], result.stderr
+    assert not (tmp_path / "ws").exists()
