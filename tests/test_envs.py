@@ -231,3 +231,38 @@ def test_without_harbor_an_environment_says_how_to_get_it(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "hoh[harbor]" in lines[0], result.stderr
     assert not (tmp_path / "ws").exists()
+
+
+def test_timeouts_output_cap_and_the_re_ask_hold_in_a_docker_environment(harbor, tmp_path):
+    script = mini_script(1)
+    loop = script["loops"][1]
+    loop["planner"] = [{"reply_text": "not json"}, loop["planner"]]
+    loop["developer"] = [{"actions": [{"hang": True}]}, {"actions": [{"print": "x" * 3_000_000}, {"hang": True}]},
+                         loop["developer"]]
+    spec = write_project(tmp_path / "p", script)
+    ws = tmp_path / "p" / "ws"
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV,
+                       "--set", "timeouts.idle_seconds=8", "--set", "timeouts.max_output_mb=2",
+                       "--set", "policy.max_retries=2")
+    assert built.returncode == 0, built.stderr
+    finished = [e for e in journal(ws) if e["event"] == "attempt_finished"]
+    outcomes = [(e["role"], e["attempt"], e["outcome"]) for e in finished]
+    assert outcomes[:2] == [("planner", 1, "ok"), ("planner", 2, "ok")]  # ok from the CLI, refused by the schema
+    assert not finished[0]["ok"] and finished[1]["ok"]
+    assert [o for o in outcomes if o[0] == "developer"] == [
+        ("developer", 1, "idle_timeout"), ("developer", 2, "crashed"), ("developer", 3, "ok")]
+    flooded = json.loads((ws / "state/loops/0001/roles/developer/attempt-2/result.json").read_text())
+    assert "output flood" in flooded["harness"]["error"]
+    assert (ws / "state/loops/0001/roles/developer/attempt-2/events.jsonl").stat().st_size <= 2 * 2**20
+    hung = next(e for e in finished if e["role"] == "developer" and e["attempt"] == 1)
+    assert 8 <= hung["seconds"] < 40
+    assert [e["status"] for e in journal(ws) if e["event"] == "loop_finished"] == ["pass"]
+
+
+def test_the_environments_benchmark_runs(harbor):
+    """benchmarks/perf/environments.py, tiny: one and two builds at once in Docker."""
+    result = subprocess.run([str(harbor.exe.parent / "python"), str(Path(__file__).parents[1] / "benchmarks" / "perf" /
+                             "environments.py"), "--smoke"], capture_output=True, text=True, timeout=900,
+                            env=harbor.env(), stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "1 at once" in result.stdout and "ratio 2/1" in result.stdout

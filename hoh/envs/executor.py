@@ -27,7 +27,7 @@ from ..harness.egress_policy import inside_base_url
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import proxy_env
 from . import supervise, transfer
-from .harbor_env import EnvironmentSpec, EventLoop, one_line
+from .harbor_env import COMPOSE_ENGINES, EnvironmentSpec, EventLoop, one_line
 from .install import SITE, gateway_of, install_harness
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ class RoleEnvironment(Executor):
         self.owned = env is None
         self.ready = False
         self.gateway: str | None = None
+        self.key_inside = spec.network and spec.name not in COMPOSE_ENGINES
+        """A cloud sandbox cannot reach hoh's proxy: its CLI gets the endpoint and the key as Harbor's own agents
+        pass them, and what comes back is scrubbed of the key (`HarnessAdapter._run`)."""
         self.runs = 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -69,7 +72,7 @@ class RoleEnvironment(Executor):
             if self.owned:
                 self.loop.run(env.start(force_build=False), START_TIMEOUT)
             self.loop.run(install_harness(env, self.adapter), START_TIMEOUT)
-            if self.spec.network and self.adapter.upstream():
+            if self.spec.network and self.adapter.upstream() and not self.key_inside:
                 self.gateway = self.loop.run(gateway_of(env), 120)
             self.ready = True
         except EnvironmentUnavailable:
@@ -125,9 +128,9 @@ class RoleEnvironment(Executor):
         writable = [p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir()]
         visible = [p for p in (*(jail.read_only if jail else ()), launch.cwd) if self._inside(p)]
         hidden = jail.hidden if jail else ()
-        # No key enters an environment: a CLI given its key itself (no proxy in front of its endpoint) gets
-        # the placeholder there, as behind hoh's proxy.
-        secrets = set(self.adapter.secrets(request))
+        # No key enters an environment hoh's proxy serves: a CLI given its key itself (no proxy in front of its
+        # endpoint) gets the placeholder there.
+        secrets = set() if self.key_inside else set(self.adapter.secrets(request))
         variables = {name: PLACEHOLDER_KEY if value in secrets else value for name, value in launch.env.items()}
         variables["PATH"] = PATH
         if request.proxy_url:
@@ -138,8 +141,8 @@ class RoleEnvironment(Executor):
             "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
             "environment": self.spec.name, "session_id": self.spec.session_id, "streams": streams.dir})
         try:
-            self.loop.run(self._put(env, [*writable, *visible], hidden), COPY_TIMEOUT)
-            self.loop.run(supervise.start(env, streams, launch.argv, str(launch.cwd), variables, launch.stdin), 120)
+            self.loop.run(self._put(env, [*writable, *visible], hidden, streams, launch.stdin), COPY_TIMEOUT)
+            self.loop.run(supervise.start(env, streams, launch.argv, str(launch.cwd), variables), 120)
             code, limit, seconds = self.loop.run(supervise.supervise(
                 env, streams, wall=request.wall_timeout, idle=request.idle_timeout,
                 max_output=request.max_output_bytes))
@@ -158,13 +161,15 @@ class RoleEnvironment(Executor):
     def _inside(self, path: Path) -> bool:
         return any(path.resolve().is_relative_to(b) for b in self.bounds)
 
-    async def _put(self, env: "BaseEnvironment", roots: list[Path], hidden: tuple[Path, ...]) -> None:
-        """The role's view, afresh: what an earlier attempt left of it is removed, then all of it goes in at once."""
-        quoted = " ".join(shlex.quote(str(p)) for p in transfer.outermost(roots) if len(p.parts) > 2)
-        if quoted:
-            await env.exec(f"rm -rf {quoted}", timeout_sec=600)
+    async def _put(self, env: "BaseEnvironment", roots: list[Path], hidden: tuple[Path, ...],
+                   streams: supervise.Streams, stdin: bytes | None) -> None:
+        """The role's view, afresh, with the attempt's stdin: what an earlier attempt left of it is removed, then all
+        of it goes in at once."""
+        removed = [str(p) for p in transfer.outermost(roots) if len(p.parts) > 2] + [streams.dir]
+        await env.exec(f"rm -rf {' '.join(map(shlex.quote, removed))}", timeout_sec=600)
         with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
             transfer.stage(roots, hidden, Path(staging))
+            supervise.stage_stdin(streams, stdin, Path(staging))
             await env.upload_dir(staging, "/")
 
     async def _take(self, env: "BaseEnvironment", path: Path, hidden: tuple[Path, ...]) -> None:

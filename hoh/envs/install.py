@@ -45,9 +45,9 @@ async def _run(env: "BaseEnvironment", command: str, timeout: int = 120) -> tupl
 
 
 async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None:
-    code, output = await _run(env, f"mkdir -p {ROOT}/bin {ROOT}/attempts && command -v wc head kill")
+    code, output = await _run(env, f"mkdir -p {ROOT}/bin {ROOT}/attempts && command -v wc head kill date sleep")
     if code != 0:
-        raise EnvironmentUnavailable(f"the environment's image lacks a POSIX shell with wc, head and kill ({output}); "
+        raise EnvironmentUnavailable(f"the environment's image lacks a POSIX shell with wc, head, kill, date and sleep ({output}); "
                                      "use an image that has them (every Debian, Ubuntu or Alpine image does)")
     with tempfile.TemporaryDirectory(prefix="hoh-env-site-") as tmp:
         script = Path(tmp, "supervise.sh")
