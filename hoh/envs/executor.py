@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import shlex
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -136,19 +135,33 @@ class RoleEnvironment(Executor):
         if request.proxy_url:
             variables.update(proxy_env(request.proxy_url))
         self.runs += 1
-        streams = supervise.Streams(f"{supervise.ROOT}/attempts/{self.runs}")
+        attempt = supervise.Attempt(self.runs)
         atomic_write_json(attempt_dir / "command.json", {
             "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
-            "environment": self.spec.name, "session_id": self.spec.session_id, "streams": streams.dir})
+            "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir})
+        roots = transfer.outermost([*writable, *visible])
         try:
-            self.loop.run(self._put(env, [*writable, *visible], hidden, streams, launch.stdin), COPY_TIMEOUT)
-            self.loop.run(supervise.start(env, streams, launch.argv, str(launch.cwd), variables), 120)
-            code, limit, seconds = self.loop.run(supervise.supervise(
-                env, streams, wall=request.wall_timeout, idle=request.idle_timeout,
-                max_output=request.max_output_bytes))
-            out, err = self.loop.run(supervise.collect(env, streams, attempt_dir, request.max_output_bytes), COPY_TIMEOUT)
-            for path in writable:
-                self.loop.run(self._take(env, path, hidden), COPY_TIMEOUT)
+            with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
+                transfer.stage(roots, hidden, Path(staging))
+                supervise.stage_stdin(attempt, launch.stdin, Path(staging))
+                self.loop.run(env.upload_dir(staging, attempt.incoming), COPY_TIMEOUT)
+            code, limit, seconds = self.loop.run(supervise.run(
+                env, attempt, [str(r) for r in roots if len(r.parts) > 2], launch.argv, str(launch.cwd), variables,
+                wall=request.wall_timeout, idle=request.idle_timeout, max_output=request.max_output_bytes))
+            incoming = transfer.scratch_beside(attempt_dir)
+            try:
+                streams, copies = self.loop.run(supervise.collect(
+                    env, attempt, [str(w.resolve()) for w in writable], request.max_output_bytes, incoming), COPY_TIMEOUT)
+                for name in ("events.jsonl", "stderr.log"):
+                    source, dest = streams / name, attempt_dir / name
+                    if source.is_file() and not source.is_symlink():
+                        source.replace(dest)
+                    else:
+                        dest.write_bytes(b"")
+                for path, copy in zip(writable, copies):
+                    transfer.adopt(copy, path, keep=[h for h in hidden if h.resolve().is_relative_to(path.resolve())])
+            finally:
+                shutil.rmtree(incoming, ignore_errors=True)
         except (OSError, TimeoutError, RuntimeError, shutil.Error) as error:
             for name in ("events.jsonl", "stderr.log"):
                 if not (attempt_dir / name).exists():
@@ -156,27 +169,8 @@ class RoleEnvironment(Executor):
             empty = supervise.result(None, None, 0.0, attempt_dir / "events.jsonl", attempt_dir / "stderr.log",
                                      launch.argv[0])
             return Execution(empty, f"the {self.spec.name} environment failed ({one_line(error)})")
+        out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
         return Execution(supervise.result(code, limit, seconds, out, err, launch.argv[0]))
 
     def _inside(self, path: Path) -> bool:
         return any(path.resolve().is_relative_to(b) for b in self.bounds)
-
-    async def _put(self, env: "BaseEnvironment", roots: list[Path], hidden: tuple[Path, ...],
-                   streams: supervise.Streams, stdin: bytes | None) -> None:
-        """The role's view, afresh, with the attempt's stdin: what an earlier attempt left of it is removed, then all
-        of it goes in at once."""
-        removed = [str(p) for p in transfer.outermost(roots) if len(p.parts) > 2] + [streams.dir]
-        await env.exec(f"rm -rf {' '.join(map(shlex.quote, removed))}", timeout_sec=600)
-        with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
-            transfer.stage(roots, hidden, Path(staging))
-            supervise.stage_stdin(streams, stdin, Path(staging))
-            await env.upload_dir(staging, "/")
-
-    async def _take(self, env: "BaseEnvironment", path: Path, hidden: tuple[Path, ...]) -> None:
-        """A writable path back from the environment, sanitized, in place of what hoh had."""
-        incoming = transfer.scratch_beside(path)
-        try:
-            await env.download_dir(str(path.resolve()), incoming)
-            transfer.adopt(incoming, path, keep=[h for h in hidden if h.resolve().is_relative_to(path.resolve())])
-        finally:
-            shutil.rmtree(incoming, ignore_errors=True)

@@ -5,7 +5,12 @@ output cap or a partial event stream. So a POSIX-shell supervisor (`SUPERVISOR`,
 environment at its start) starts the CLI in its own session with stdin, stdout and stderr as files of the
 attempt's own directory there, and records its pid and exit code; hoh looks at the files' sizes (activity,
 the output cap), the exit code, and its own clock (the wall timeout), kills the whole session when a limit is
-reached or hoh is interrupted, and then copies both streams out. Needs `sh`, `wc`, `kill`, `head`, `date` and
+reached or hoh is interrupted, and then copies both streams out.
+
+Every `exec` costs Docker Compose ~0.1 s of CPU, so an attempt takes four however many files it moves: one
+copy in (the role's view and stdin, staged together), one `exec` that puts them in place, starts the CLI and
+waits for it (`LOOK_SECONDS`, again as long as it runs), one that kills what is left and links the streams and
+the writable paths into one directory, and one copy out. Needs `sh`, `wc`, `kill`, `head`, `date` and
 `sleep` in the image: every image that can run a CLI has them.
 """
 
@@ -14,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import math
 import shlex
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,127 +52,125 @@ NOT_FOUND = 127
 
 
 @dataclass(frozen=True)
-class Streams:
+class Attempt:
     """Where one attempt's files are in its environment."""
 
-    dir: str
+    number: int
 
     @property
-    def stdin(self) -> str:
-        return f"{self.dir}/stdin"
+    def dir(self) -> str:
+        return f"{ROOT}/attempts/{self.number}"
 
     @property
-    def stdout(self) -> str:
-        return f"{self.dir}/stdout"
+    def incoming(self) -> str:
+        """What hoh copies in for it, before it is moved into place."""
+        return f"{ROOT}/in/{self.number}"
 
     @property
-    def stderr(self) -> str:
-        return f"{self.dir}/stderr"
+    def outgoing(self) -> str:
+        """What hoh copies out after it: `streams/` and `writable/<n>/`."""
+        return f"{ROOT}/out/{self.number}"
 
-    @property
-    def pid(self) -> str:
-        return f"{self.dir}/pid"
-
-    @property
-    def exit(self) -> str:
-        return f"{self.dir}/exit"
+    def file(self, name: str) -> str:
+        return f"{self.dir}/{name}"
 
 
-def stage_stdin(streams: Streams, stdin: bytes | None, staging: Path) -> None:
-    """The attempt's stdin, put in with the role's view (one copy into the environment for both)."""
-    path = staging / streams.stdin.lstrip("/")
+def stage_stdin(attempt: Attempt, stdin: bytes | None, staging: Path) -> None:
+    """The attempt's stdin, staged with the role's view (one copy into the environment for both)."""
+    path = staging / attempt.file("stdin").lstrip("/")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(stdin or b"")
 
 
-async def start(env: "BaseEnvironment", streams: Streams, argv: list[str], cwd: str, variables: dict[str, str]) -> None:
-    command = " ".join(shlex.quote(a) for a in ["sh", SUPERVISOR_PATH, streams.dir, cwd, "--", *argv])
-    result = await env.exec(f"nohup {command} >/dev/null 2>&1 &", env=variables, timeout_sec=EXEC_TIMEOUT)
-    if result.return_code != 0:
-        raise OSError(f"the environment would not start the attempt: {(result.stderr or result.stdout or '').strip()}")
-
-
-async def look(env: "BaseEnvironment", streams: Streams, wait: float = 0.0,
-               max_output: int | None = None) -> tuple[int | None, int]:
-    """(the exit code, None while it runs; stdout and stderr's bytes so far), after waiting up to `wait`
-    seconds inside the environment for the attempt to end (or to print more than `max_output`): one `exec`
-    per look, however long the CLI runs."""
+def _wait(attempt: Attempt, seconds: float, max_output: int) -> str:
+    """Wait in the environment up to `seconds` for the attempt to end or flood, then print `CODE|SIZE`."""
     q = shlex.quote
-    size = f"$(( $(wc -c < {q(streams.stdout)} 2>/dev/null || echo 0) + $(wc -c < {q(streams.stderr)} 2>/dev/null || echo 0) ))"
-    until = (f'end=$(( $(date +%s) + {math.ceil(wait)} )); while [ ! -e {q(streams.exit)} ] && '
-             f'[ "$(date +%s)" -lt "$end" ] && [ {size} -le {max_output or 0} ]; do sleep 0.2; done; ') if wait else ""
-    result = await env.exec(f"{until}cat {q(streams.exit)} 2>/dev/null; echo '|'; echo {size}",
-                            timeout_sec=EXEC_TIMEOUT + math.ceil(wait))
-    code, _, total = (result.stdout or "").partition("|")
+    size = " + ".join(f"$(wc -c < {q(attempt.file(n))} 2>/dev/null || echo 0)" for n in ("stdout", "stderr"))
+    return (f'end=$(( $(date +%s) + {math.ceil(seconds)} )); while [ ! -e {q(attempt.file("exit"))} ] && '
+            f'[ "$(date +%s)" -lt "$end" ] && [ $(( {size} )) -le {max_output} ]; do sleep 0.2; done; '
+            f"cat {q(attempt.file('exit'))} 2>/dev/null; echo '|'; echo $(( {size} ))")
+
+
+def _parsed(stdout: str | None) -> tuple[int | None, int]:
+    code, _, total = (stdout or "").partition("|")
     try:
         return (int(code.strip()) if code.strip() else None), int(total.strip() or 0)
     except ValueError:
         return None, 0
 
 
-def _signal(streams: Streams, sig: str) -> str:
+def _signal(attempt: Attempt, sig: str) -> str:
     """A shell command sending `sig` to the attempt's whole session (its leader alone without setsid)."""
-    pid = f"$(cat {shlex.quote(streams.pid)} 2>/dev/null)"
+    pid = f"$(cat {shlex.quote(attempt.file('pid'))} 2>/dev/null)"
     return f'p={pid}; [ -n "$p" ] && {{ kill -{sig} -- "-$p" 2>/dev/null || kill -{sig} "$p" 2>/dev/null; }}; true'
 
 
-async def kill(env: "BaseEnvironment", streams: Streams, grace: float = KILL_GRACE_SECONDS) -> None:
-    """TERM, a grace period for the CLI to end, then KILL, to the attempt's whole session."""
-    await env.exec(_signal(streams, "TERM"), timeout_sec=EXEC_TIMEOUT)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if (await look(env, streams))[0] is not None:
-            break
-        await asyncio.sleep(0.2)
-    await env.exec(_signal(streams, "KILL"), timeout_sec=EXEC_TIMEOUT)
+Limit = Literal["wall", "idle", "output"]
 
 
-async def supervise(env: "BaseEnvironment", streams: Streams, *, wall: float, idle: float,
-                    max_output: int) -> tuple[int | None, Literal["wall", "idle", "output"] | None, float]:
-    """Wait for the attempt's end or a limit: (exit code, None when killed; the limit that stopped it; seconds).
-    What the CLI left running in its session is killed with it (`collect`)."""
+async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str,
+              variables: dict[str, str], *, wall: float, idle: float,
+              max_output: int) -> tuple[int | None, Limit | None, float]:
+    """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
+    its end or a limit: (exit code, None when killed; the limit that stopped it; seconds)."""
+    q = shlex.quote
+    place = [f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}"]
+    for root in [*roots, attempt.dir]:
+        staged = f"{attempt.incoming}{root}"
+        place.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
+                     f"mv {q(staged)} {q(root)}; fi")
+    place.append(f"rm -rf {q(f'{ROOT}/in')}")
+    command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
+    window = max(1.0, min(LOOK_SECONDS, wall, idle))
     begun = last_activity = time.monotonic()
+    result = await env.exec(f"{'; '.join(place)}; nohup {command} >/dev/null 2>&1 & {_wait(attempt, window, max_output)}",
+                            env=variables, timeout_sec=EXEC_TIMEOUT + math.ceil(window))
+    if result.return_code != 0:
+        raise OSError(f"the environment would not start the attempt: {(result.stderr or result.stdout or '').strip()}")
     seen = 0
     try:
         while True:
-            window = max(1.0, min(LOOK_SECONDS, wall - (time.monotonic() - begun),
-                                  idle - (time.monotonic() - last_activity)))
-            code, size = await look(env, streams, window, max_output)
+            code, size = _parsed(result.stdout)
             now = time.monotonic()
             if code is not None:
                 # A flood that ended before hoh looked is still cut at the cap when it is copied out.
                 return (None, "output", round(now - begun, 3)) if size > max_output else (code, None, round(now - begun, 3))
             if size != seen:
                 seen, last_activity = size, now
-            limit: Literal["wall", "idle", "output"] | None = (
-                "wall" if now - begun > wall else "idle" if now - last_activity > idle
-                else "output" if size > max_output else None)
+            limit: Limit | None = ("wall" if now - begun > wall else "idle" if now - last_activity > idle
+                                   else "output" if size > max_output else None)
             if limit is not None:
-                await kill(env, streams)
+                await kill(env, attempt)
                 return None, limit, round(time.monotonic() - begun, 3)
+            window = max(1.0, min(LOOK_SECONDS, wall - (now - begun), idle - (now - last_activity)))
+            result = await env.exec(_wait(attempt, window, max_output), timeout_sec=EXEC_TIMEOUT + math.ceil(window))
     except asyncio.CancelledError:
-        await env.exec(_signal(streams, "KILL"), timeout_sec=EXEC_TIMEOUT)  # hoh was interrupted: not alone on
+        await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)  # hoh was interrupted: not alone on
         raise
 
 
-async def collect(env: "BaseEnvironment", streams: Streams, attempt_dir: Path, max_output: int) -> tuple[Path, Path]:
-    """Kill what the attempt left running, then copy both streams out, each cut at the output cap first (a flood
-    stays in the environment)."""
+async def kill(env: "BaseEnvironment", attempt: Attempt, grace: float = KILL_GRACE_SECONDS) -> None:
+    """TERM, a grace period for the CLI to end, then KILL, to the attempt's whole session."""
+    await env.exec(f"{_signal(attempt, 'TERM')}; {_wait(attempt, grace, 2**62)}", timeout_sec=EXEC_TIMEOUT + 10)
+    await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)
+
+
+async def collect(env: "BaseEnvironment", attempt: Attempt, writable: list[str], max_output: int,
+                  into: Path) -> tuple[Path, list[Path]]:
+    """Kill what the attempt left running, then copy out, in one copy, both streams (each cut at the output cap
+    first: a flood stays in the environment) and the writable paths: (the streams' dir, each writable path's
+    copy) under `into`."""
     q = shlex.quote
-    kept = f"{streams.dir}/kept"
-    await env.exec(f"{_signal(streams, 'KILL')}; mkdir -p {q(kept)}; "
-                   f"head -c {max_output} {q(streams.stdout)} > {q(kept)}/events.jsonl 2>/dev/null; "
-                   f"head -c {max_output} {q(streams.stderr)} > {q(kept)}/stderr.log 2>/dev/null; true",
-                   timeout_sec=EXEC_TIMEOUT)
-    with tempfile.TemporaryDirectory(dir=attempt_dir, prefix=".streams-") as tmp:
-        await env.download_dir(kept, tmp)
-        for name in ("events.jsonl", "stderr.log"):
-            source, dest = Path(tmp, name), attempt_dir / name
-            if source.is_file() and not source.is_symlink():
-                source.replace(dest)
-            else:
-                dest.write_bytes(b"")
-    return attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
+    out = attempt.outgoing
+    steps = [_signal(attempt, "KILL"), f"mkdir -p {q(out)}/streams {q(out)}/writable"]
+    steps += [f"head -c {max_output} {q(attempt.file(src))} > {q(out)}/streams/{dest} 2>/dev/null"
+              for src, dest in (("stdout", "events.jsonl"), ("stderr", "stderr.log"))]
+    # Hard links: the copy out reads them once; nothing in the environment runs any more.
+    steps += [f"mkdir -p {q(out)}/writable/{n} && {{ [ ! -d {q(w)} ] || cp -al {q(w)}/. {q(out)}/writable/{n}/ "
+              f"2>/dev/null || cp -a {q(w)}/. {q(out)}/writable/{n}/; }}" for n, w in enumerate(writable)]
+    await env.exec("; ".join(steps) + "; true", timeout_sec=600)
+    await env.download_dir(out, into)
+    return into / "streams", [into / "writable" / str(n) for n in range(len(writable))]
 
 
 def result(code: int | None, limit: Literal["wall", "idle", "output"] | None, seconds: float, out: Path,
