@@ -102,6 +102,8 @@ class EnvironmentSpec:
     dockerfile: Path | None
     network: bool
     """Whether the environment has a network at all (`sandbox.network: none` gives it none)."""
+    memory_mb: int | None = None
+    """`sandbox.limits.memory_mb`: the environment's memory, where its provider enforces one."""
     kwargs: tuple[tuple[str, Any], ...] = ()
 
     def make(self) -> "BaseEnvironment":
@@ -127,7 +129,7 @@ class EnvironmentSpec:
         try:
             return environment_class(self.name)(
                 environment_dir=env_dir, environment_name="hoh", session_id=self.session_id, trial_paths=trial,
-                task_env_config=TaskEnvironment(docker_image=self.image), logger=logging.getLogger("hoh.envs"),
+                task_env_config=TaskEnvironment(docker_image=self.image, memory_mb=self.memory_mb), logger=logging.getLogger("hoh.envs"),
                 network_policy=NetworkPolicy(network_mode=mode), **extra, **dict(self.kwargs))
         except (ValueError, TypeError) as err:
             raise EnvironmentUnavailable(f"--env {self.name}: {one_line(err)}") from None

@@ -51,6 +51,7 @@ class Environments:
             name=settings.name, role=role, session_id=session_id, dir=self.paths.environments / session_id,
             image=settings.image, dockerfile=dockerfile,
             network=sandbox.network == "shared" or (sandbox.network == "egress" and needs_model),
+            memory_mb=sandbox.limits.memory_mb,
             kwargs=tuple(sorted(settings.kwargs.items())))
 
     def executor(self, role: str) -> Executor:
