@@ -50,6 +50,16 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """Where the image's own programs are looked for (never hoh's /opt/hoh/bin)."""
 CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
 UPLOAD_TIMEOUT = 1800
+NO_PROXY_GATEWAY = [
+    # The model endpoint is hoh's egress proxy itself, on the gateway (HTTP_PROXY's host). A client that tunnels
+    # every request through HTTP_PROXY (Node's undici sends CONNECT even for http://) would ask the proxy to
+    # tunnel to itself, which it refuses as an unlisted host; so the CLI reaches its endpoint directly, as it
+    # reaches 127.0.0.1 on this machine. (No weaker: a container reaches its gateway whatever NO_PROXY says.)
+    'case "${HTTP_PROXY:-}" in http://*:*)',
+    '  _hoh_gw=${HTTP_PROXY#http://}; _hoh_gw=${_hoh_gw%%:*}',
+    '  NO_PROXY="${NO_PROXY:+$NO_PROXY,}$_hoh_gw"; no_proxy=$NO_PROXY; export NO_PROXY no_proxy; unset _hoh_gw ;;',
+    "esac",
+]
 
 PROBE = """
 echo "machine=$(uname -m)"
@@ -169,6 +179,7 @@ def shim(adapter: "HarnessAdapter", command: str, ca_bundle: str | None) -> str:
     if ca_bundle:
         for name in ("NODE_EXTRA_CA_CERTS", "npm_config_cafile", "SSL_CERT_FILE"):
             lines.append(f': "${{{name}:={ca_bundle}}}"; export {name}')
+    lines += NO_PROXY_GATEWAY
     lines.append(f'exec {command} "$@"')
     return "\n".join(lines) + "\n"
 
