@@ -17,11 +17,11 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from ..errors import EnvironmentUnavailable
+from ..harness.process import call
 
 NODE_VERSION = "22.23.5"
 """The Node hoh supplies to an image without a usable one (an LTS line; Pi needs >= 20.6)."""
@@ -76,17 +76,20 @@ def npm_install(spec: str, cache: Path | None = None) -> Path:
            "npm_config_audit": "false", "npm_config_loglevel": "error"}
     argv = [_npm(), "install", "--prefix", str(staging), "--no-save", "--no-package-lock", "--prefer-offline", spec]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=NPM_TIMEOUT, env=env,
-                              stdin=subprocess.DEVNULL, cwd=staging)
-    except subprocess.TimeoutExpired:
+        proc = call(argv, cwd=staging, env=env, timeout=NPM_TIMEOUT)
+    except OSError as err:
         shutil.rmtree(staging, ignore_errors=True)
-        raise EnvironmentUnavailable(f"npm install {spec} on this machine took over {NPM_TIMEOUT}s; hoh installs "
-                                     "the harness CLI here for the environment (the npm registry must be "
-                                     "reachable from this machine once; it is cached after)") from None
-    if proc.returncode != 0:
+        raise EnvironmentUnavailable(f"cannot install {spec} for the environment: this machine's npm does not "
+                                     f"start ({err})") from None
+    if not proc.ok:
         shutil.rmtree(staging, ignore_errors=True)
+        if proc.exit_code is None:
+            raise EnvironmentUnavailable(f"npm install {spec} on this machine took over {NPM_TIMEOUT}s; hoh installs "
+                                         "the harness CLI here for the environment (the npm registry must be "
+                                         "reachable from this machine once; it is cached after)")
+        cause = npm_cause(proc.stderr + "\n" + proc.stdout.decode(errors="replace"))
         raise EnvironmentUnavailable(f"cannot install {spec} for the environment: npm failed on this machine "
-                                     f"({npm_cause(proc.stderr + proc.stdout)})")
+                                     f"({cause})")
     (staging / ".hoh-complete").write_text(spec + "\n")
     try:
         os.rename(staging, dest)
@@ -137,7 +140,7 @@ def node_runtime(machine: str, cache: Path | None = None) -> Path:
 
 def _host_node_version(node: str) -> tuple[int, int, int] | None:
     try:
-        proc = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = call([node, "--version"], timeout=30)
+    except OSError:
         return None
-    return parse_version(proc.stdout) if proc.returncode == 0 else None
+    return parse_version(proc.stdout.decode(errors="replace")) if proc.ok else None
