@@ -159,16 +159,28 @@ async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None
     prefix = await asyncio.to_thread(node.npm_install, caps.npm_spec)
     entry = node.bin_entry(prefix, caps.npm_package or "", exe).resolve()
     home = f"{ROOT}/cli/{adapter.name}-{caps.tested_version}"
+    programs: list[tuple[Path, str]] = []
+    """(file here, its path there): made executable there."""
+    tree: Path | None = None
     if is_elf(entry):
         _check(adapter, f"its {exe} binary", read_needs(entry), facts)
-        await _upload_file(env, entry, f"{home}/{exe}")
+        programs.append((entry, f"{home}/{exe}"))
         command = f"{home}/{exe}"
     else:
-        runtime = await _node_for(env, adapter, facts)
-        await _upload_dir(env, prefix / "node_modules", f"{home}/node_modules")
+        runtime = await _node_for(adapter, facts, programs)
+        tree = prefix / "node_modules"
         command = f"{shlex.quote(runtime)} {shlex.quote(home + '/' + str(entry.relative_to(prefix.resolve())))}"
-    await _upload_text(env, shim(adapter, command, facts.ca_bundle), f"{BIN}/{exe}")
-    await _verify(env, adapter, exe, pinned)
+    # As few execs as can be: each is a round trip through the engine (about a second with Docker Compose).
+    await _run(env, f"rm -rf {home} && mkdir -p {home}/node_modules {BIN} {shlex.quote(str(Path(NODE).parent))}")
+    if tree is not None:
+        await asyncio.wait_for(env.upload_dir(tree, f"{home}/node_modules"), UPLOAD_TIMEOUT)
+    with tempfile.TemporaryDirectory(prefix="hoh-env-shim-") as tmp:
+        script = Path(tmp, exe)
+        script.write_text(shim(adapter, command, facts.ca_bundle))
+        programs.append((script, f"{BIN}/{exe}"))
+        for source, target in programs:
+            await asyncio.wait_for(env.upload_file(source, target), UPLOAD_TIMEOUT)
+    await _verify(env, adapter, exe, pinned, [target for _source, target in programs])
 
 
 def shim(adapter: "HarnessAdapter", command: str, ca_bundle: str | None) -> str:
@@ -196,48 +208,28 @@ def _check(adapter: "HarnessAdapter", what: str, needs: ElfNeeds, facts: ImageFa
                                      f"{adapter.capabilities.tested_version}")
 
 
-async def _node_for(env: "BaseEnvironment", adapter: "HarnessAdapter", facts: ImageFacts) -> str:
-    """The image's Node when it is new enough, else hoh's own (uploaded, checked first)."""
+async def _node_for(adapter: "HarnessAdapter", facts: ImageFacts, programs: list[tuple[Path, str]]) -> str:
+    """The image's Node when it is new enough, else hoh's own (checked against the image, then added to
+    `programs`); a Node that still does not start there is the verify's one line (the loader's own words)."""
     if facts.node and facts.node_version and facts.node_version >= node.MIN_NODE:
         return facts.node
     runtime = await asyncio.to_thread(node.node_runtime, facts.machine)
-    _check(adapter, "the Node runtime hoh supplies (the image has "
-                    f"{'no node' if not facts.node_version else 'Node ' + '.'.join(map(str, facts.node_version))})",
-           read_needs(runtime), facts)
-    await _upload_file(env, runtime, NODE)
-    code, output = await _run(env, f"{NODE} --version")
-    if code != 0:
-        raise EnvironmentUnavailable(f"{adapter.name}: the Node runtime hoh put into the environment does not run "
-                                     f"there ({_last_line(output)})")
+    had = "no node" if not facts.node_version else "Node " + ".".join(map(str, facts.node_version))
+    _check(adapter, f"the Node runtime hoh supplies (the image has {had})", read_needs(runtime), facts)
+    programs.append((runtime, NODE))
     return NODE
 
 
-async def _verify(env: "BaseEnvironment", adapter: "HarnessAdapter", exe: str,
-                  pinned: tuple[int, int, int] | None) -> None:
-    code, output = await _run(env, f"PATH={BIN}:{IMAGE_PATH} {shlex.quote(exe)} --version 2>&1")
+async def _verify(env: "BaseEnvironment", adapter: "HarnessAdapter", exe: str, pinned: tuple[int, int, int] | None,
+                  programs: list[str]) -> None:
+    """The uploads made executable, then the CLI must report the pinned version from its shim."""
+    modes = " ".join(shlex.quote(p) for p in programs)
+    code, output = await _run(env, f"chmod 755 {modes} && PATH={BIN}:{IMAGE_PATH} {shlex.quote(exe)} --version 2>&1")
     version = node.parse_version(output)
     if code != 0 or (pinned is not None and version != pinned):
         why = _last_line(output) if code != 0 else f"it reports {output.strip()[:80]!r}"
         raise EnvironmentUnavailable(f"{adapter.name}: the {adapter.capabilities.npm_spec} hoh installed does not "
                                      f"run in the environment ({why})")
-
-
-async def _upload_file(env: "BaseEnvironment", source: Path, target: str) -> None:
-    await _run(env, f"mkdir -p {shlex.quote(str(Path(target).parent))}")
-    await asyncio.wait_for(env.upload_file(source, target), UPLOAD_TIMEOUT)
-    await _run(env, f"chmod 755 {shlex.quote(target)}")
-
-
-async def _upload_dir(env: "BaseEnvironment", source: Path, target: str) -> None:
-    await _run(env, f"rm -rf {shlex.quote(target)} && mkdir -p {shlex.quote(target)}")
-    await asyncio.wait_for(env.upload_dir(source, target), UPLOAD_TIMEOUT)
-
-
-async def _upload_text(env: "BaseEnvironment", text: str, target: str) -> None:
-    with tempfile.TemporaryDirectory(prefix="hoh-env-shim-") as tmp:
-        path = Path(tmp, Path(target).name)
-        path.write_text(text)
-        await _upload_file(env, path, target)
 
 
 async def gateway_of(env: "BaseEnvironment") -> str | None:
