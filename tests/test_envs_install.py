@@ -94,7 +94,7 @@ def test_a_cli_that_cannot_be_installed_is_one_line_exit_2_and_no_workspace(harb
     not its pointer to a log file."""
     ws = tmp_path / "ws"
     offline = {"npm_config_registry": "http://127.0.0.1:9/", "npm_config_cache": str(tmp_path / "npm-cache"),
-               "npm_config_fetch_retries": "0"}
+               "npm_config_fetch_retries": "0", "XDG_CACHE_HOME": str(tmp_path / "cache")}  # not hoh's CLI cache
     with MockLLM() as mock:
         result = build(harbor, "pi", mock, ws, *ENV, env=offline)
     lines = result.stderr.strip().splitlines()
