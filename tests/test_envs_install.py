@@ -110,7 +110,8 @@ def test_a_cli_that_cannot_be_installed_is_one_line_exit_2_and_no_workspace(harb
 def test_npm_s_cause_is_kept_and_its_log_pointer_dropped():
     output = ("npm error code SELF_SIGNED_CERT_IN_CHAIN\nnpm error errno SELF_SIGNED_CERT_IN_CHAIN\n"
               "npm error request to https://registry.npmjs.org/x failed, reason: self-signed certificate in "
-              "certificate chain\nnpm error A complete log of this run can be found in: /root/.npm/_logs/1.log\n")
+              "certificate chain\nnpm error     at ClientRequest.<anonymous> (/usr/lib/node_modules/npm/x.js:1:2)\n"
+              "npm error A complete log of this run can be found in: /root/.npm/_logs/1.log\n")
     assert npm_cause(output) == ("SELF_SIGNED_CERT_IN_CHAIN; request to https://registry.npmjs.org/x failed, "
                                  "reason: self-signed certificate in certificate chain")
 
