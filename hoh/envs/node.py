@@ -49,7 +49,7 @@ def npm_cause(output: str) -> str:
               if re.match(r"npm (error|ERR!)", line) and not LOG_POINTER.search(line)]
     code = next((e.split(None, 1)[1] for e in errors if e.startswith("code ")), None)
     details = [e for e in errors if not e.startswith(("code ", "errno ", "syscall ", "at "))]  # no stack frames
-    text = "; ".join(([code] if code else []) + details[:3]) or (lines[-1] if lines else "npm printed nothing")
+    text = "; ".join(([code] if code else []) + details[:1]) or (lines[-1] if lines else "npm printed nothing")
     return " ".join(text.split())[:400]
 
 
