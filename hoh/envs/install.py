@@ -1,16 +1,30 @@
 """What hoh puts into a role's environment when it starts: the supervisor and the harness's program.
 
 The scripted harness needs only a `python3` there: hoh copies in the scripted agent and the pure-Python
-part of PyYAML as a plain site dir (`SITE`), nothing installed by hand. A CLI harness must find its
-executable on the environment's PATH (hoh's own `/opt/hoh/bin` first); without it the start ends in one line
-that says which program is missing.
+part of PyYAML as a plain site dir (`SITE`), nothing installed by hand.
+
+A CLI harness is installed by hoh at the adapter's pinned version, without any network in the environment:
+`npm install` of the pinned spec runs on THIS machine (`node.py`, cached), and the result is uploaded under
+`/opt/hoh/cli/NAME-VERSION`, with a shim `/opt/hoh/bin/EXECUTABLE` (first on the attempt's PATH) that runs it.
+A CLI that is one native program (OpenCode, Claude Code) goes in alone; a Node one (Pi, Codex's npm wrapper
+with its native package) goes in as its `node_modules`, run by the image's Node when it is >= 20.6 and else
+by a Node hoh uploads too (`/opt/hoh/node`, kept off PATH so the project's own commands see the image as it
+is). An image whose CLI already reports the pinned version keeps its own (as Harbor's installers do). The
+shim points Node and npm at the image's CA bundle (a re-signing egress is trusted only through it).
+
+Before anything large goes in, the programs' ELF headers are checked against the image's architecture and C
+library; after, the CLI must answer `--version` with the pinned version there. Every failure is one line with
+its real cause (`EnvironmentUnavailable`, exit 2). Nothing from the environment is ever run on this machine:
+only its printed facts are read, as text.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +32,8 @@ import yaml
 
 from ..errors import EnvironmentUnavailable
 from ..harness.attempt import HOH_PACKAGE
+from . import node
+from .elf import ElfNeeds, is_elf, read_needs
 from .supervise import ROOT, SUPERVISOR, SUPERVISOR_PATH
 
 if TYPE_CHECKING:
@@ -26,8 +42,63 @@ if TYPE_CHECKING:
     from ..harness.base import HarnessAdapter
 
 SITE = f"{ROOT}/site"
+BIN = f"{ROOT}/bin"
+NODE = f"{ROOT}/node/bin/node"
 SCRIPTED_AGENT = ("__init__.py", "testing/__init__.py", "testing/scripted_agent.py")
 """The part of hoh's package the scripted agent runs from (it imports nothing else of hoh)."""
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""Where the image's own programs are looked for (never hoh's /opt/hoh/bin)."""
+CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
+UPLOAD_TIMEOUT = 1800
+NO_PROXY_GATEWAY = [
+    # The model endpoint is hoh's egress proxy itself, on the gateway (HTTP_PROXY's host). A client that tunnels
+    # every request through HTTP_PROXY (Node's undici sends CONNECT even for http://) would ask the proxy to
+    # tunnel to itself, which it refuses as an unlisted host; so the CLI reaches its endpoint directly, as it
+    # reaches 127.0.0.1 on this machine. (No weaker: a container reaches its gateway whatever NO_PROXY says.)
+    'case "${HTTP_PROXY:-}" in http://*:*)',
+    '  _hoh_gw=${HTTP_PROXY#http://}; _hoh_gw=${_hoh_gw%%:*}',
+    '  NO_PROXY="${NO_PROXY:+$NO_PROXY,}$_hoh_gw"; no_proxy=$NO_PROXY; export NO_PROXY no_proxy; unset _hoh_gw ;;',
+    "esac",
+]
+
+PROBE = """
+echo "machine=$(uname -m)"
+if ls /lib/ld-musl-* >/dev/null 2>&1; then echo "libc=musl"
+else echo "libc=$(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1)"; fi
+for f in {bundles}; do if [ -f "$f" ]; then echo "ca=$f"; break; fi; done
+n=$(PATH={path} command -v node) && echo "node=$n" && echo "node_version=$("$n" --version 2>&1 | head -n 1)"
+c=$(PATH={path} command -v {exe}) && echo "cli=$c" && echo "cli_version=$("$c" --version 2>&1 | head -n 1)"
+true
+"""
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What the image offers a harness program, as its shell printed it (text only, never run here)."""
+
+    machine: str
+    libc: str
+    """"glibc", "musl" or "unknown"."""
+    glibc: tuple[int, int] | None
+    ca_bundle: str | None
+    node: str | None
+    node_version: tuple[int, int, int] | None
+    cli_version: tuple[int, int, int] | None
+
+    @classmethod
+    def parse(cls, text: str) -> "ImageFacts":
+        fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        libc_line = fields.get("libc", "")
+        glibc = node.parse_version(libc_line + ".0") if "musl" not in libc_line else None
+        libc = "musl" if libc_line == "musl" else "glibc" if glibc else "unknown"
+        return cls(machine=fields.get("machine", "unknown").strip(), libc=libc,
+                   glibc=glibc[:2] if glibc else None, ca_bundle=fields.get("ca") or None,
+                   node=fields.get("node") or None, node_version=node.parse_version(fields.get("node_version", "")),
+                   cli_version=node.parse_version(fields.get("cli_version", "")))
+
+    def describe(self) -> str:
+        libc = f"glibc {self.glibc[0]}.{self.glibc[1]}" if self.glibc else self.libc
+        return f"{self.machine}, {libc}"
 
 
 def scripted_site(into: Path) -> None:
@@ -44,8 +115,12 @@ async def _run(env: "BaseEnvironment", command: str, timeout: int = 120) -> tupl
     return result.return_code, ((result.stdout or "") + (result.stderr or "")).strip()
 
 
+def _last_line(output: str) -> str:
+    return " ".join((output.strip().splitlines() or ["no output"])[-1].split())[:300]
+
+
 async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None:
-    code, output = await _run(env, f"mkdir -p {ROOT}/bin {ROOT}/attempts && command -v wc head kill date sleep")
+    code, output = await _run(env, f"mkdir -p {BIN} {ROOT}/attempts && command -v wc head kill date sleep")
     if code != 0:
         raise EnvironmentUnavailable(f"the environment's image lacks a POSIX shell with wc, head, kill, date and sleep ({output}); "
                                      "use an image that has them (every Debian, Ubuntu or Alpine image does)")
@@ -61,10 +136,100 @@ async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> 
             scripted_site(Path(tmp, "site"))
             await env.upload_dir(Path(tmp, "site"), SITE)
             return
-    code, _ = await _run(env, f"PATH={ROOT}/bin:$PATH command -v {shlex.quote(adapter.command)}")
-    if code != 0:
-        raise EnvironmentUnavailable(f"{adapter.name}: '{adapter.command}' is not installed in the environment's image; "
-                                     f"add it to the image ({adapter.capabilities.install_hint})")
+    await install_cli(env, adapter)
+
+
+async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None:
+    caps = adapter.capabilities
+    if adapter.config.command or not caps.npm_spec or not caps.executable:
+        # A command of the user's own (`harness.command`), or a CLI hoh knows no package of: the image has it.
+        code, _ = await _run(env, f"PATH={BIN}:{IMAGE_PATH}:$PATH command -v {shlex.quote(adapter.command)}")
+        if code != 0:
+            raise EnvironmentUnavailable(f"{adapter.name}: '{adapter.command}' is not installed in the environment's "
+                                         f"image; add it to the image ({caps.install_hint})")
+        return
+    exe, pinned = caps.executable, node.parse_version(caps.tested_version or "")
+    code, output = await _run(env, PROBE.format(bundles=" ".join(CA_BUNDLES), path=IMAGE_PATH, exe=shlex.quote(exe)))
+    facts = ImageFacts.parse(output)
+    if code != 0 or facts.machine == "unknown":
+        raise EnvironmentUnavailable(f"{adapter.name}: the environment's shell did not answer hoh's probe "
+                                     f"({_last_line(output)})")
+    if pinned is not None and facts.cli_version == pinned:
+        return  # the image's own CLI, at the version hoh is tested with
+    prefix = await asyncio.to_thread(node.npm_install, caps.npm_spec)
+    entry = node.bin_entry(prefix, caps.npm_package or "", exe).resolve()
+    home = f"{ROOT}/cli/{adapter.name}-{caps.tested_version}"
+    programs: list[tuple[Path, str]] = []
+    """(file here, its path there): made executable there."""
+    tree: Path | None = None
+    if is_elf(entry):
+        _check(adapter, f"its {exe} binary", read_needs(entry), facts)
+        programs.append((entry, f"{home}/{exe}"))
+        command = f"{home}/{exe}"
+    else:
+        runtime = await _node_for(adapter, facts, programs)
+        tree = prefix / "node_modules"
+        command = f"{shlex.quote(runtime)} {shlex.quote(home + '/' + str(entry.relative_to(prefix.resolve())))}"
+    # As few execs as can be: each is a round trip through the engine (about a second with Docker Compose).
+    await _run(env, f"rm -rf {home} && mkdir -p {home}/node_modules {BIN} {shlex.quote(str(Path(NODE).parent))}")
+    if tree is not None:
+        await asyncio.wait_for(env.upload_dir(tree, f"{home}/node_modules"), UPLOAD_TIMEOUT)
+    with tempfile.TemporaryDirectory(prefix="hoh-env-shim-") as tmp:
+        script = Path(tmp, exe)
+        script.write_text(shim(adapter, command, facts.ca_bundle))
+        programs.append((script, f"{BIN}/{exe}"))
+        for source, target in programs:
+            await asyncio.wait_for(env.upload_file(source, target), UPLOAD_TIMEOUT)
+    await _verify(env, adapter, exe, pinned, [target for _source, target in programs])
+
+
+def shim(adapter: "HarnessAdapter", command: str, ca_bundle: str | None) -> str:
+    """/opt/hoh/bin/EXECUTABLE: runs hoh's install; the image's CA bundle for Node, npm and OpenSSL unless the
+    attempt set its own."""
+    lines = ["#!/bin/sh", f"# hoh: {adapter.name} {adapter.capabilities.tested_version} "
+                          f"({adapter.capabilities.npm_spec}), installed by hoh (hoh/envs/install.py)"]
+    if ca_bundle:
+        for name in ("NODE_EXTRA_CA_CERTS", "npm_config_cafile", "SSL_CERT_FILE"):
+            lines.append(f': "${{{name}:={ca_bundle}}}"; export {name}')
+    lines += NO_PROXY_GATEWAY
+    lines.append(f'exec {command} "$@"')
+    return "\n".join(lines) + "\n"
+
+
+def _check(adapter: "HarnessAdapter", what: str, needs: ElfNeeds, facts: ImageFacts) -> None:
+    if facts.libc == "unknown" and needs.libc != "static":
+        raise EnvironmentUnavailable(f"{adapter.name}: the environment's image has no C library hoh recognizes "
+                                     f"(neither glibc nor musl); {what} needs {needs.libc}")
+    problem = needs.problem(facts.machine, facts.libc, facts.glibc)
+    if problem:
+        raise EnvironmentUnavailable(f"{adapter.name}: the environment's image ({facts.describe()}) cannot run "
+                                     f"{what}: {problem}; use a glibc-based image of {needs.machine} (Debian, "
+                                     "Ubuntu), or one with the CLI installed at "
+                                     f"{adapter.capabilities.tested_version}")
+
+
+async def _node_for(adapter: "HarnessAdapter", facts: ImageFacts, programs: list[tuple[Path, str]]) -> str:
+    """The image's Node when it is new enough, else hoh's own (checked against the image, then added to
+    `programs`); a Node that still does not start there is the verify's one line (the loader's own words)."""
+    if facts.node and facts.node_version and facts.node_version >= node.MIN_NODE:
+        return facts.node
+    runtime = await asyncio.to_thread(node.node_runtime, facts.machine)
+    had = "no node" if not facts.node_version else "Node " + ".".join(map(str, facts.node_version))
+    _check(adapter, f"the Node runtime hoh supplies (the image has {had})", read_needs(runtime), facts)
+    programs.append((runtime, NODE))
+    return NODE
+
+
+async def _verify(env: "BaseEnvironment", adapter: "HarnessAdapter", exe: str, pinned: tuple[int, int, int] | None,
+                  programs: list[str]) -> None:
+    """The uploads made executable, then the CLI must report the pinned version from its shim."""
+    modes = " ".join(shlex.quote(p) for p in programs)
+    code, output = await _run(env, f"chmod 755 {modes} && PATH={BIN}:{IMAGE_PATH} {shlex.quote(exe)} --version 2>&1")
+    version = node.parse_version(output)
+    if code != 0 or (pinned is not None and version != pinned):
+        why = _last_line(output) if code != 0 else f"it reports {output.strip()[:80]!r}"
+        raise EnvironmentUnavailable(f"{adapter.name}: the {adapter.capabilities.npm_spec} hoh installed does not "
+                                     f"run in the environment ({why})")
 
 
 async def gateway_of(env: "BaseEnvironment") -> str | None:

@@ -171,8 +171,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not host:
             return self.refuse(400, "a proxy request needs http://host[:port]/path")
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        if host in _LOOPBACK and port in self.server.own_ports:
-            return self.model(path)  # a CLI that sends its model calls through HTTP_PROXY, which is us
+        # A CLI that sends its model calls through HTTP_PROXY, which is us: on loopback, or (in a role
+        # environment) at the gateway address this proxy listens on, which NO_PROXY does not name.
+        if (host in _LOOPBACK or host == self.server.server_address[0]) and port in self.server.own_ports:
+            return self.model(path)
         self.ex.target = f"{host}:{port}"
         if not self.server.policy.allows(host, port):
             return self.refuse(403, f"{host}:{port} is not among this role's allowed hosts")

@@ -39,6 +39,10 @@ def check_adapters(config: HohConfig, adapters: dict[str, HarnessAdapter]) -> No
     kept: every role's cost is known (its CLI's own figure, a configured price, or the price table)."""
     checked: set[tuple[str, str | None]] = set()
     for role, adapter in adapters.items():
+        # In an environment (`--env`) the CLI runs there, installed by hoh at its pinned version
+        # (envs/install.py): this machine need not have it.
+        if not config.environment.local and not adapter.config.command:
+            continue
         if (adapter.name, adapter.config.command) in checked:
             continue
         checked.add((adapter.name, adapter.config.command))
