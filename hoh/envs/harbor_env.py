@@ -126,10 +126,17 @@ class EnvironmentSpec:
             extra["extra_docker_compose"] = [overlay]
         elif not self.network:
             mode = NetworkMode.NO_NETWORK
+        image = self.image
+        if self.name == "podman" and image and image.startswith("localhost/"):
+            # Harbor stops with `down --rmi local`, and podman-compose counts every image named localhost/* as the
+            # project's own: it ran `podman rmi --force` on the image, and so on every container of it, another
+            # role's or another run's too. Podman finds the same local image by its short name.
+            image = image.removeprefix("localhost/")
         try:
             return environment_class(self.name)(
                 environment_dir=env_dir, environment_name="hoh", session_id=self.session_id, trial_paths=trial,
-                task_env_config=TaskEnvironment(docker_image=self.image, memory_mb=self.memory_mb), logger=logging.getLogger("hoh.envs"),
+                task_env_config=TaskEnvironment(docker_image=image, memory_mb=self.memory_mb),
+                logger=logging.getLogger("hoh.envs"),
                 network_policy=NetworkPolicy(network_mode=mode), **extra, **dict(self.kwargs))
         except (ValueError, TypeError) as err:
             raise EnvironmentUnavailable(f"--env {self.name}: {one_line(err)}") from None

@@ -123,7 +123,10 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
     window = max(1.0, min(LOOK_SECONDS, wall, idle))
     begun = last_activity = time.monotonic()
-    result = await env.exec(f"{'; '.join(place)}; nohup {command} >/dev/null 2>&1 & {_wait(attempt, window, max_output)}",
+    # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
+    # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
+    result = await env.exec(f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
+                            f"{_wait(attempt, window, max_output)}",
                             env=variables, timeout_sec=EXEC_TIMEOUT + math.ceil(window))
     if result.return_code != 0:
         raise OSError(f"the environment would not start the attempt: {(result.stderr or result.stdout or '').strip()}")
