@@ -153,7 +153,7 @@ def demo_ws(tmp_path_factory) -> Path:
 
 # The tiers: each test is marked by what it needs, read from the fixtures it uses, so a marker cannot drift
 # from the need. tests/README.md has the inner-loop command.
-TIER_BY_FIXTURE = {"harbor": "docker", "harness_bin": "real_cli", "browser": "browser",
+TIER_BY_FIXTURE = {"harbor": "docker", "podman_harbor": "docker", "harness_bin": "real_cli", "browser": "browser",
                    "as_user": "slow", "fresh_bin": "slow", "long_ws": "slow", "after_loop_one": "slow"}
 
 
