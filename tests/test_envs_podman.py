@@ -181,3 +181,65 @@ def test_what_a_role_writes_outside_its_area_in_podman_stays_in_its_container(po
     network = (project / "network.txt").read_text()
     routes = [line for line in network.splitlines()[1:] if line.strip() and not line.startswith("connect")]
     assert routes == [] and "connect 0" not in network, network
+
+
+def running_role(ws: Path, role: str) -> str | None:
+    """The role's container, once the CLI of its attempt in loop 1 runs there."""
+    try:
+        events = journal(ws)
+    except (OSError, ValueError):
+        return None
+    session = next((e["session_id"] for e in events if e["event"] == "environment_started" and e["role"] == role),
+                   None)
+    last = next((e for e in reversed(events) if e["event"] in ("attempt_started", "attempt_finished")), None)
+    if session is None or last is None or (last["event"], last["role"], last["loop"]) != ("attempt_started", role, 1):
+        return None
+    try:
+        streams = json.loads((ws / "state/loops/0001/roles" / role / f"attempt-{last['attempt']}" / "command.json")
+                             .read_text())["streams"]
+    except (OSError, ValueError, KeyError):
+        return None
+    names = of_sessions([c["name"] for c in containers()], {session})
+    if not names:
+        return None
+    probe = podman("exec", names[0], "sh", "-c", f"test -s {streams}/pid && ! test -e {streams}/exit")
+    return names[0] if probe.returncode == 0 else None
+
+
+def test_kill_9_during_a_podman_role_then_resume_stops_the_orphan_and_gives_the_same_candidates(podman_harbor,
+                                                                                                 tmp_path):
+    script = mini_script(2)
+    script["loops"][1]["developer"]["actions"].insert(0, {"sleep": 8})
+    for name in ("ref", "p"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "spec.md").write_text("# Greeter\n\nPrint a greeting.\n")
+        (tmp_path / name / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False))
+    ws = tmp_path / "p" / "ws"
+    local = podman_harbor.hoh_async("build", tmp_path / "ref" / "spec.md", "--harness", "scripted", "--loops", "2",
+                                    "-w", tmp_path / "ref" / "ws", "-q")
+    proc = podman_harbor.hoh_async("build", tmp_path / "p" / "spec.md", "--harness", "scripted", "--loops", "2",
+                                   "-w", ws, "-q", *ENV)
+    try:
+        deadline, container = time.monotonic() + 400, None
+        while container is None and time.monotonic() < deadline and proc.poll() is None:
+            container = running_role(ws, "developer")
+            time.sleep(0.3)
+        assert container, "the developer's CLI never ran in its container"
+        proc.kill()
+        proc.wait(timeout=30)
+        assert container in [c["name"] for c in containers()], "the killed run's container is there before the resume"
+        resumed = podman_harbor.hoh("resume", "-w", ws, "-q", timeout=600)
+        assert resumed.returncode == 0, resumed.stderr
+        finish({"local": local}, timeout=300)
+        assert candidate_ids(ws) == candidate_ids(tmp_path / "ref" / "ws") and len(candidate_ids(ws)) == 2
+        orphans = [e for e in journal(ws) if e["event"] == "environment_stopped" and e.get("orphan")]
+        assert len(orphans) >= 1 and not any(e.get("error") for e in orphans), orphans
+        assert of_sessions([c["name"] for c in containers()], sessions(ws)) == []
+        assert of_sessions(networks(), sessions(ws)) == []
+    finally:
+        for p in (proc, local):
+            if p.poll() is None:
+                p.kill()
+        left = of_sessions([c["name"] for c in containers()], sessions(ws)) if (ws / "state").exists() else []
+        if left:
+            podman("rm", "-f", "-t", "0", *left)
