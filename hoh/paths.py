@@ -254,3 +254,68 @@ class TaskRunPaths:
 
     def candidate_tar(self, t: int) -> PurePath:
         return self.candidate_dir(t) / "candidate.tar"
+
+
+@dataclass(frozen=True)
+class AgentRunPaths:
+    """Where hoh's Harbor agent (`hoh.harbor:HohAgent`) keeps one trial's run, on the machine running Harbor.
+
+    The Runtime runs in the Harbor process, so everything is written there directly, into the trial dir beside
+    Harbor's own `agent/`, `verifier/` and `artifacts/`. Unlike those, `hoh/` is never mounted into the task's
+    environment, so no role (the roles run in that environment) can read or change it:
+
+        TRIAL/hoh/
+          spec.md                 the task's instruction, hoh's spec
+          project/                the project on this machine: A_0 is the task's workdir as the image ships it
+          workspace/              the hoh workspace: journal, ledger, loops, the project's history
+          run.json                the run's summary, rewritten after every loop
+          run.log                 one line per finished loop, and how the run ended
+          mock-llm.jsonl          the requests hoh's mock model served (`--ak mock_llm=` runs only)
+          candidates/loop-0001/
+            candidate.tar         loop 1's frozen candidate: the project's whole tree
+            candidate.json        its id, commit, tree, the loop's verdict and the task's workdir
+    """
+
+    root: Path
+
+    @classmethod
+    def for_trial(cls, trial_dir: Path) -> "AgentRunPaths":
+        return cls(Path(trial_dir) / "hoh")
+
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.md"
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "run.log"
+
+    @property
+    def mock_log(self) -> Path:
+        return self.root / "mock-llm.jsonl"
+
+    @property
+    def candidates(self) -> Path:
+        return self.root / "candidates"
+
+    def candidate_dir(self, t: int) -> Path:
+        return self.candidates / f"loop-{t:04d}"
+
+    def candidate_record(self, t: int) -> Path:
+        """Loop t's candidate's identity (written last: a record on disk has its tar beside it)."""
+        return self.candidate_dir(t) / "candidate.json"
+
+    def candidate_tar(self, t: int) -> Path:
+        return self.candidate_dir(t) / "candidate.tar"
