@@ -1,8 +1,9 @@
-"""hoh inside Harbor, end to end: the real `harbor` CLI runs the examples in real Docker containers
-with Harbor's own oracle and with `hoh.harbor:HohAgent` (the scripted harness, and the real
-OpenCode CLI against hoh's mock model server served inside the container); Harbor's verifier
-grades every trial. Asserted on what the jobs leave on disk: result.json, the hoh workspace and
-the candidate artifacts Harbor collected. Needs Harbor and Docker (see harbor_env.py)."""
+"""hoh as a Harbor agent, end to end: the real `harbor` CLI runs the examples in real Docker containers
+with Harbor's own oracle and with `hoh.harbor:HohAgent`, whose Runtime runs in the Harbor process while
+every role runs in the trial's container (the scripted harness, and the real OpenCode CLI against hoh's
+mock model on a plain Debian image without Python and git); Harbor's verifier grades every trial.
+Asserted on what the jobs leave on disk: result.json, the hoh workspace and the candidates it kept.
+Needs Harbor and Docker (see harbor_env.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harbor_env import EXAMPLES, Trial, copy_task, harbor  # noqa: F401 - harbor is a fixture
+from harbor_env import EXAMPLES, Trial, bare_task, copy_task, harbor, image_has  # noqa: F401 - harbor is a fixture
 
 from hoh import api
 from hoh.config import HohConfig
@@ -33,7 +34,7 @@ def members(tar_path: Path) -> set[str]:
 
 
 def frozen(trial: Trial, t: int) -> dict:
-    return json.loads((trial.agent / "hoh" / "state" / "loops" / f"{t:04d}" / "candidate.json").read_text())
+    return json.loads((trial.ws / "state" / "loops" / f"{t:04d}" / "candidate.json").read_text())
 
 
 OPTIONS = """
@@ -81,11 +82,12 @@ def test_examples_are_valid_harbor_tasks_and_the_oracle_scores_one_on_each(harbo
 
 
 def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harbor, tmp_path):
+    """Two trials at once in one Harbor process: each Runtime here, each role in its own trial's container."""
     suite = tmp_path / "suite"
     for name in ("roman", "kvstore"):
         copy_task(name, suite / name)
-    # A server on this machine, named as Docker Desktop names the host: the container reaches it.
-    with MockLLM(host="0.0.0.0") as host_server:
+    # A server on this machine, named as Docker Desktop names the host: hoh (here) reaches it.
+    with MockLLM() as host_server:
         port = host_server.port
         trials = harbor.run(suite, tmp_path / "jobs", "scripted", *AGENT, "--ak", "harness=scripted",
                             "--ak", "loops=2", "-n", "2", "--ak", f"base_url=http://host.docker.internal:{port}/v1")
@@ -93,7 +95,7 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
     for trial in trials:
         assert trial.exception is None, trial.exception
         assert trial.reward == 1.0, trial.task
-        ws = trial.agent / "hoh"
+        ws = trial.ws
         for name in ("journal.jsonl", "ledger.json", "INDEX.md"):
             assert (ws / "state" / name).is_file()
         history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
@@ -110,46 +112,57 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
         assert [loop["verdict"] for loop in agent_result["metadata"]["hoh"]["loops"]] == ["partial", "pass"]
         summary = trial.hoh_summary()
         assert summary["workdir"] == "/workspace"
-        assert re.fullmatch(rf"http://\d+\.\d+\.\d+\.\d+:{port}/v1", summary["base_url"])
+        assert summary["base_url"] == f"http://127.0.0.1:{port}/v1"
+        assert not (trial.dir / "agent" / "hoh").exists()  # nothing of hoh's state in the dir mounted into the container
     # Loop 1 wrote half the program, loop 2 the rest: each artifact is that loop's tree.
     assert members(roman.candidate_dir(1) / "candidate.tar") == {"roman.py"}
     assert members(roman.candidate_dir(2) / "candidate.tar") == {"roman.py", "roman_parse.py"}
-    assert "hoh loop 2/2: pass" in (roman.agent / "hoh-run.log").read_text()
+    assert "hoh loop 2/2: pass" in roman.hoh.log.read_text()
 
 
-def test_hoh_with_the_real_opencode_cli_in_the_container(harbor, harness_bin, tmp_path):
-    """OpenCode's own binary, uploaded from this machine, replays the scripted build through its
-    own tools against the mock model served inside the container: same trees, same candidate ids."""
-    task = EXAMPLES / "kvstore"
+def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbor, harness_bin, tmp_path):
+    """OpenCode's own binary, uploaded from this machine into a plain Debian container that has neither
+    Python nor git, replays the scripted build through its own tools against hoh's mock model served on this
+    machine (reached through hoh's egress proxy on the container's gateway): same trees, same candidate ids;
+    A_0 is the file the image put in the workdir, and a shell-only verifier grades the last candidate."""
+    task = bare_task(tmp_path / "kvbare")
+    assert image_has(task / "environment", "hoh-test-kvbare", "python3", "git", "bash", "awk") == \
+        ["/usr/bin/bash", "/usr/bin/awk"]
     ref = tmp_path / "ref"
     ref.mkdir()
     shutil.copy(task / "instruction.md", ref / "spec.md")
+    (ref / "project").mkdir()
+    (ref / "project" / "NOTES.md").write_text("given by the task\n")
     config = HohConfig(loops=2).model_copy(update={"harness": HohConfig().harness.model_copy(
         update={"name": "scripted", "script": str(task / "scripted" / "script.yaml")})})
-    assert api.build(ref / "spec.md", ref / "ws", config).status == "finished"
+    assert api.build(ref / "spec.md", ref / "ws", config, project=ref / "project").status == "finished"
     mock = tmp_path / "mock.json"
     mock.write_text(json.dumps(mock_script(yaml.safe_load((task / "scripted" / "script.yaml").read_text()), ref / "ws")))
 
-    # The key comes through Harbor's --ae and hoh's api_key_env (OpenCode reads it by name); hoh
-    # redacts it from everything it writes.
+    # The key comes through Harbor's --ae and hoh's api_key_env; it stays in hoh's egress proxy here, the CLI
+    # gets a placeholder, and hoh redacts it from everything it writes.
     [trial] = harbor.run(task, tmp_path / "jobs", "opencode", *AGENT, "-m", "mock-model", "--ak", "harness=opencode",
                          "--ak", "loops=2", "--ak", f"mock_llm={mock}", "--ak", f"harness_bin={harness_bin}",
                          "--ak", "api_key_env=HOH_TEST_KEY", "--ae", f"HOH_TEST_KEY={SENTINEL}")
     assert trial.exception is None, trial.exception
     assert trial.reward == 1.0
-    history = RunHistory.read(Journal(trial.agent / "hoh" / "state" / "journal.jsonl"))
+    history = RunHistory.read(Journal(trial.ws / "state" / "journal.jsonl"))
     assert trial.hoh_summary()["harness"] == "opencode"
     assert [loop.candidate_id for loop in history.loop_list()] == [loop["candidate_id"] for loop in
                                                                    api.status(ref / "ws")["loops"]]
-    developer = json.loads((trial.agent / "hoh" / "state" / "loops" / "0001" / "roles" / "developer" / "attempt-1"
+    developer = json.loads((trial.ws / "state" / "loops" / "0001" / "roles" / "developer" / "attempt-1"
                             / "result.json").read_text())
     assert developer["ok"] and developer["harness"]["tool_calls"] >= 1
     assert trial.result["agent_result"]["n_input_tokens"] == history.usage.input_tokens > 0
+    for t, files in ((1, {"NOTES.md", "kv.sh"}), (2, {"NOTES.md", "kv.sh", "selftest.sh"})):
+        assert members(trial.candidate_dir(t) / "candidate.tar") == files
+        artifact = json.loads((trial.candidate_dir(t) / "candidate.json").read_text())
+        assert artifact["candidate_id"] == history.loops[t].candidate_id and artifact["workdir"] == "/workspace"
     with tarfile.open(trial.candidate_dir(2) / "candidate.tar") as tar:  # written by OpenCode's own tools
         assert tar.getmember("kv.sh").mode & 0o111
-    requests = [json.loads(line) for line in (trial.agent / "hoh-mock-llm.jsonl").read_text().splitlines()]
+    requests = [json.loads(line) for line in trial.hoh.mock_log.read_text().splitlines()]
     assert requests and {r["headers"]["authorization"] for r in requests} == {f"<redacted len={len('Bearer ' + SENTINEL)}>"}
-    written = [p for p in (trial.agent / "hoh").rglob("*") if p.is_file() and not p.is_symlink()]
+    written = [p for p in trial.hoh.root.rglob("*") if p.is_file() and not p.is_symlink()]
     assert not [p for p in written if SENTINEL.encode() in p.read_bytes()]
 
 
