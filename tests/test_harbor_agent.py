@@ -18,6 +18,7 @@ import yaml
 from harbor_env import EXAMPLES, Trial, bare_task, copy_task, harbor, image_has  # noqa: F401 - harbor is a fixture
 
 from hoh import api
+from hoh.bench.results import trial_results
 from hoh.config import HohConfig
 from hoh.store.journal import Journal, RunHistory
 from hoh.testing.demo_mock import mock_script
@@ -120,14 +121,8 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
     assert "hoh loop 2/2: pass" in roman.hoh.log.read_text()
 
 
-def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbor, harness_bin, tmp_path):
-    """OpenCode's own binary, uploaded from this machine into a plain Debian container that has neither
-    Python nor git, replays the scripted build through its own tools against hoh's mock model served on this
-    machine (reached through hoh's egress proxy on the container's gateway): same trees, same candidate ids;
-    A_0 is the file the image put in the workdir, and a shell-only verifier grades the last candidate."""
-    task = bare_task(tmp_path / "kvbare")
-    assert image_has(task / "environment", "hoh-test-kvbare", "python3", "git", "bash", "awk") == \
-        ["/usr/bin/bash", "/usr/bin/awk"]
+def replay_script(task: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The task's scripted build, run here, as a mock-model script a real CLI replays; and its workspace."""
     ref = tmp_path / "ref"
     ref.mkdir()
     shutil.copy(task / "instruction.md", ref / "spec.md")
@@ -138,6 +133,18 @@ def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbo
     assert api.build(ref / "spec.md", ref / "ws", config, project=ref / "project").status == "finished"
     mock = tmp_path / "mock.json"
     mock.write_text(json.dumps(mock_script(yaml.safe_load((task / "scripted" / "script.yaml").read_text()), ref / "ws")))
+    return mock, ref / "ws"
+
+
+def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbor, harness_bin, tmp_path):
+    """OpenCode's own binary, uploaded from this machine into a plain Debian container that has neither
+    Python nor git, replays the scripted build through its own tools against hoh's mock model served on this
+    machine (reached through hoh's egress proxy on the container's gateway): same trees, same candidate ids;
+    A_0 is the file the image put in the workdir, and a shell-only verifier grades the last candidate."""
+    task = bare_task(tmp_path / "kvbare")
+    assert image_has(task / "environment", "hoh-test-kvbare", "python3", "git", "bash", "awk") == \
+        ["/usr/bin/bash", "/usr/bin/awk"]
+    mock, ref = replay_script(task, tmp_path)
 
     # The key comes through Harbor's --ae and hoh's api_key_env; it stays in hoh's egress proxy here, the CLI
     # gets a placeholder, and hoh redacts it from everything it writes.
@@ -149,7 +156,7 @@ def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbo
     history = RunHistory.read(Journal(trial.ws / "state" / "journal.jsonl"))
     assert trial.hoh_summary()["harness"] == "opencode"
     assert [loop.candidate_id for loop in history.loop_list()] == [loop["candidate_id"] for loop in
-                                                                   api.status(ref / "ws")["loops"]]
+                                                                   api.status(ref)["loops"]]
     developer = json.loads((trial.ws / "state" / "loops" / "0001" / "roles" / "developer" / "attempt-1"
                             / "result.json").read_text())
     assert developer["ok"] and developer["harness"]["tool_calls"] >= 1
@@ -166,6 +173,33 @@ def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbo
     assert not [p for p in written if SENTINEL.encode() in p.read_bytes()]
 
 
+def test_hoh_bench_grades_every_loop_of_the_real_opencode_cli_on_an_image_without_python_and_git(
+        harbor, harness_bin, tmp_path):
+    """`hoh bench run` with OpenCode against hoh's mock model (a server on this machine, given as --base-url):
+    hoh's agent in Harbor, then every loop's candidate replayed into a fresh container of the bare image and
+    graded by the task's own (shell-only) verifier."""
+    suite = tmp_path / "suite"
+    task = bare_task(suite / "kvbare")
+    mock, ref = replay_script(task, tmp_path)
+    out = tmp_path / "out"
+    with MockLLM(script=str(mock)) as server:
+        result = harbor.hoh("bench", "run", suite, "--harness", "opencode", "--model", "mock-model", "--base-url",
+                            server.base_url, "--loops", "2", "--env", "docker", "-o", out, "-q",
+                            env={"HOH_HARNESS_BIN": str(harness_bin)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [record] = json.loads((out / "summary.json").read_text())["tasks"]
+    assert record["outcome"] == "completed" and record["scores"] == [0.5, 1.0], record
+    assert record["rewards"] == {"reward": 1}  # awk's 1, as the shell-only verifier wrote it
+    grades = {r["config"]["agent"]["kwargs"]["loop"]: r for _, r in trial_results(out / "jobs" / "kvbare.grade")}
+    assert sorted(grades) == [1, 2]
+    for t, expected in ((1, 0.5), (2, 1)):  # each grade trial replayed exactly loop t's candidate, the scripted one's
+        assert grades[t]["exception_info"] is None and grades[t]["verifier_result"]["rewards"] == {"reward": expected}
+        assert grades[t]["agent_result"]["metadata"]["hoh_candidate"]["candidate_id"] == \
+            api.status(ref)["loops"][t - 1]["candidate_id"]
+    [(_, live)] = trial_results(out / "jobs" / "kvbare.agent")
+    assert live["exception_info"] is None and live["verifier_result"]["rewards"] == {"reward": 1}
+
+
 def sleepy(task: Path, loop: int, role: str) -> None:
     path = task / "scripted" / "script.yaml"
     script = yaml.safe_load(path.read_text())
@@ -176,7 +210,7 @@ def sleepy(task: Path, loop: int, role: str) -> None:
 
 def test_the_task_timeout_is_the_whole_run_s_budget(harbor, tmp_path):
     suite = tmp_path / "suite"
-    cut = copy_task("roman", suite / "cut", timeout_sec=45.0)
+    cut = copy_task("roman", suite / "cut", timeout_sec=70.0)
     sleepy(cut, 2, "developer")  # loop 2 cannot finish in time
     short = copy_task("rpn", suite / "short", timeout_sec=25.0)
     sleepy(short, 1, "planner")  # not even the first role can
@@ -198,19 +232,22 @@ def test_the_task_timeout_is_the_whole_run_s_budget(harbor, tmp_path):
 
 
 def test_what_the_environment_lacks_ends_the_trial_in_one_line(harbor, tmp_path):
-    """One agent (the pi harness, a role timeout of 900s), three tasks, each lacking one thing:
+    """One agent (the scripted harness, a role timeout of 900s), three tasks, each lacking one thing:
     the trial ends with an exception naming it, ungraded: never a silent zero."""
     suite = tmp_path / "suite"
     no_python = copy_task("wordfreq", suite / "no-python", timeout_sec=1200.0)
     dockerfile = no_python / "environment" / "Dockerfile"
     dockerfile.write_text(dockerfile.read_text() + "RUN rm -f /usr/bin/python3*\n")
     copy_task("rpn", suite / "short", timeout_sec=600.0)
-    copy_task("kvstore", suite / "no-npm", timeout_sec=1200.0)
-    trials = harbor.run(suite, tmp_path / "jobs", "lacks", *AGENT, "--ak", "harness=pi", "--ak", "loops=1",
+    at_root = copy_task("kvstore", suite / "at-root", timeout_sec=1200.0)
+    dockerfile = at_root / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "WORKDIR /\n")
+    trials = harbor.run(suite, tmp_path / "jobs", "lacks", *AGENT, "--ak", "harness=scripted", "--ak", "loops=1",
                         "--ak", 'overrides=["timeouts.wall_seconds=900"]', "-n", "3")
-    expected = {"hoh-examples/wordfreq": "the task environment has no python3",
+    expected = {"hoh-examples/wordfreq": "the scripted harness runs hoh's own agent, which needs a python3",
                 "hoh-examples/rpn": "the task's agent timeout (600s) is shorter than one hoh role",
-                "hoh-examples/kvstore": "the pi harness cannot be installed in the task environment offline"}
+                "hoh-examples/kvstore": "the task's working directory is '/'; hoh builds the project there and "
+                                        "needs a directory of its own"}
     assert {t.task for t in trials} == set(expected)
     for trial in trials:
         kind, message = trial.exception
@@ -218,12 +255,13 @@ def test_what_the_environment_lacks_ends_the_trial_in_one_line(harbor, tmp_path)
         assert trial.reward is None
 
 
-def test_an_endpoint_the_container_cannot_reach_ends_the_trial_in_one_line(harbor, tmp_path):
+def test_an_endpoint_hoh_cannot_reach_ends_the_trial_in_one_line(harbor, tmp_path):
     [trial] = harbor.run(EXAMPLES / "wordfreq", tmp_path / "jobs", "endpoint", *AGENT, "--ak", "harness=scripted",
                          "--ak", "loops=1",
                          "--ak", "base_url=http://host.docker.internal:9/v1")
     kind, message = trial.exception
     assert kind == "TaskEnvironmentError" and "\n" not in message
-    assert message.startswith("the model endpoint http://host.docker.internal:9/v1 (http://")
-    assert "is not reachable from the task environment (Connection refused)" in message
+    # hoh's egress proxy, here, forwards the CLI's requests: the endpoint must be reachable from here
+    assert message.startswith("the model endpoint http://host.docker.internal:9/v1 (http://127.0.0.1:9/v1 here) "
+                              "is not reachable from this machine (Connection refused)")
     assert trial.reward is None
