@@ -119,3 +119,28 @@ def test_a_given_environment_serves_every_role_and_is_never_started_or_stopped_b
     # without one given, the same settings make hoh's own environments; local ones are no environments at all
     assert Environments(config, paths, Journal(), adapters).given is None  # type: ignore[arg-type]
     assert Environments(HohConfig(), paths, Journal(), adapters).executor("qa") is LOCAL  # type: ignore[arg-type]
+
+
+def test_two_runtimes_in_one_process_keep_their_own_writes_apart(tmp_path):
+    """The guard between roles explains changes by hoh's own writes; a Runtime of another trial in the same
+    process (Harbor runs trials concurrently) must neither add to nor clear this one's record."""
+    import contextvars
+
+    from hoh.fsutil import note_written, own_writes, take_written
+    seen: dict[str, set[str]] = {}
+    barrier = threading.Barrier(2)
+
+    def runtime(name: str) -> None:
+        own_writes()
+        note_written(tmp_path / name)
+        barrier.wait()
+        seen[name] = take_written()
+        barrier.wait()
+        seen[name + " after"] = take_written()
+
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(runtime, n)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert seen == {"a": {str(tmp_path / "a")}, "b": {str(tmp_path / "b")}, "a after": set(), "b after": set()}

@@ -41,7 +41,7 @@ from ..envs.harbor_env import EventLoop, one_line
 from ..envs.install import install_harness
 from ..envs.pool import GIVEN, Given
 from ..errors import HohError, TaskEnvironmentError, UsageError
-from ..fsutil import atomic_write_json, atomic_write_text
+from ..fsutil import atomic_write_json, atomic_write_text, own_writes
 from ..harness import registry
 from ..paths import AgentRunPaths
 from ..runtime.setup import role_adapters
@@ -299,6 +299,7 @@ class HohAgent(BaseAgent):
     def drive(self, config: HohConfig, environment: BaseEnvironment, events: EventLoop, started: float) -> Any:
         """The Runtime, in a thread of its own (it is synchronous), every role in the trial's environment."""
         token = GIVEN.set(Given(environment, events, TrialRole))
+        own_writes()  # the guard between roles must not take another trial's Runtime's writes for its own
         try:
             return api.build(self.paths.spec, self.paths.workspace, config, project=self.paths.project,
                              notify=lambda kind, **fields: self.on_event(kind, fields, started))
