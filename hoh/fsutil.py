@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import tempfile
+from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +21,35 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-_written: set[str] = set()
-"""Every path hoh wrote since `take_written` was last called (the guard between roles reads it)."""
+_PROCESS_WRITES: set[str] = set()
+_WRITES: ContextVar[set[str]] = ContextVar("hoh_own_writes")
+"""Every path hoh wrote since `take_written` was last called (the guard between roles reads it): one record per
+process, or one per Runtime where several run in one process (`own_writes`, e.g. Harbor's trials)."""
+
+
+def _written() -> set[str]:
+    return _WRITES.get(_PROCESS_WRITES)
+
+
+def own_writes() -> Token:
+    """A record of hoh's own writes for the Runtime run in this context (its thread, and the coroutines it
+    submits, which copy the context) alone; another Runtime in the same process keeps its own."""
+    return _WRITES.set(set())
 
 
 def note_written(path: Path) -> None:
     """Record a write of hoh's own (a file, or a directory it rewrote as a whole)."""
-    _written.add(os.path.abspath(path))
+    _written().add(os.path.abspath(path))
 
 
 def written_since() -> set[str]:
-    return set(_written)
+    return set(_written())
 
 
 def take_written() -> set[str]:
-    found = set(_written)
-    _written.clear()
+    written = _written()
+    found = set(written)
+    written.clear()
     return found
 
 

@@ -37,7 +37,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 
 ROLES = ("planner", "developer", "qa")
 
@@ -191,66 +191,65 @@ class LoopPaths:
 
 
 @dataclass(frozen=True)
-class TaskRunPaths:
-    """Where a hoh run inside a Harbor task environment keeps its files (`hoh.taskrun`).
+class AgentRunPaths:
+    """Where hoh's Harbor agent (`hoh.harbor:HohAgent`) keeps one trial's run, on the machine running Harbor.
 
-    Harbor collects the agent log dir and the artifacts dir into the trial dir, so everything
-    worth keeping lives under one of the two:
+    The Runtime runs in the Harbor process, so everything is written there directly, into the trial dir beside
+    Harbor's own `agent/`, `verifier/` and `artifacts/`. Unlike those, `hoh/` is never mounted into the task's
+    environment, so no role (the roles run in that environment) can read or change it:
 
-        LOGS/                       Harbor's agent log dir (/logs/agent in the environment)
-          hoh/                      the hoh workspace: journal, ledger, loops, the project's history
-          hoh-run.json              the run's summary, rewritten after every loop
-          hoh-run.log               one line per finished loop, and how the run ended
-          hoh-run/loop-0001.out .err  what `hoh build`/`hoh resume` printed for loop 1
-          hoh-mock-llm.jsonl        the requests the mock model served (`--mock-llm` runs only)
-        ARTIFACTS/                  Harbor's artifacts dir (/logs/artifacts)
-          hoh/loop-0001/
-            candidate.tar           loop 1's frozen candidate: the workdir's whole tree
-            candidate.json          its id, commit, tree and the loop's verdict
-
-    The same object describes the environment's side and, once Harbor has collected them, the
-    trial dir's: `TaskRunPaths(TRIAL/agent, TRIAL/artifacts/logs/artifacts)` (`for_trial`), since
-    Harbor mirrors the environment's /logs/artifacts there.
+        TRIAL/hoh/
+          spec.md                 the task's instruction, hoh's spec
+          project/                the project on this machine: A_0 is the task's workdir as the image ships it
+          workspace/              the hoh workspace: journal, ledger, loops, the project's history
+          run.json                the run's summary, rewritten after every loop
+          run.log                 one line per finished loop, and how the run ended
+          mock-llm.jsonl          the requests hoh's mock model served (`--ak mock_llm=` runs only)
+          candidates/loop-0001/
+            candidate.tar         loop 1's frozen candidate: the project's whole tree
+            candidate.json        its id, commit, tree, the loop's verdict and the task's workdir
     """
 
-    logs: PurePath
-    artifacts: PurePath
+    root: Path
 
     @classmethod
-    def for_trial(cls, trial_dir: Path) -> "TaskRunPaths":
-        """The files of a finished Harbor trial, on the host."""
-        return cls(trial_dir / "agent", trial_dir / "artifacts" / "logs" / "artifacts")
+    def for_trial(cls, trial_dir: Path) -> "AgentRunPaths":
+        return cls(Path(trial_dir) / "hoh")
 
     @property
-    def workspace(self) -> PurePath:
-        return self.logs / "hoh"
+    def spec(self) -> Path:
+        return self.root / "spec.md"
 
     @property
-    def summary(self) -> PurePath:
-        return self.logs / "hoh-run.json"
+    def project(self) -> Path:
+        return self.root / "project"
 
     @property
-    def log(self) -> PurePath:
-        return self.logs / "hoh-run.log"
+    def workspace(self) -> Path:
+        return self.root / "workspace"
 
     @property
-    def mock_log(self) -> PurePath:
-        return self.logs / "hoh-mock-llm.jsonl"
-
-    def hoh_output(self, t: int) -> PurePath:
-        """Stem of loop t's hoh output files (.out, .err)."""
-        return self.logs / "hoh-run" / f"loop-{t:04d}"
+    def summary(self) -> Path:
+        return self.root / "run.json"
 
     @property
-    def candidates(self) -> PurePath:
-        return self.artifacts / "hoh"
+    def log(self) -> Path:
+        return self.root / "run.log"
 
-    def candidate_dir(self, t: int) -> PurePath:
+    @property
+    def mock_log(self) -> Path:
+        return self.root / "mock-llm.jsonl"
+
+    @property
+    def candidates(self) -> Path:
+        return self.root / "candidates"
+
+    def candidate_dir(self, t: int) -> Path:
         return self.candidates / f"loop-{t:04d}"
 
-    def candidate_record(self, t: int) -> PurePath:
-        """Loop t's candidate artifact's identity (written last: a record on disk has its tar beside it)."""
+    def candidate_record(self, t: int) -> Path:
+        """Loop t's candidate's identity (written last: a record on disk has its tar beside it)."""
         return self.candidate_dir(t) / "candidate.json"
 
-    def candidate_tar(self, t: int) -> PurePath:
+    def candidate_tar(self, t: int) -> Path:
         return self.candidate_dir(t) / "candidate.tar"

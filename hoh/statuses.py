@@ -35,7 +35,7 @@ class RunStatus(StrEnum):
     ERROR = "error"
     """An exception, re-raised."""
     OUT_OF_TIME = "out_of_time"
-    """A task run (`taskrun`) cut at its time budget."""
+    """A run of hoh's Harbor agent cut at the trial's time budget."""
 
     @property
     def ended_as_planned(self) -> bool:

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import REPO, shared_once
 
-from hoh.paths import TaskRunPaths
+from hoh.paths import AgentRunPaths
 
 EXAMPLES = REPO / "benchmarks" / "examples"
 BASE_IMAGE = "localhost/hoh-base:bookworm"
@@ -68,15 +69,20 @@ class Trial:
         return (info["exception_type"], info["exception_message"]) if info else None
 
     @property
-    def agent(self) -> Path:
-        return self.dir / "agent"
+    def hoh(self) -> AgentRunPaths:
+        """What hoh's agent kept of the trial (beside Harbor's agent/, never mounted into the environment)."""
+        return AgentRunPaths.for_trial(self.dir)
+
+    @property
+    def ws(self) -> Path:
+        return self.hoh.workspace
 
     def candidate_dir(self, t: int) -> Path:
-        """Where Harbor collected loop t's candidate artifact."""
-        return Path(TaskRunPaths.for_trial(self.dir).candidate_dir(t))
+        """Where hoh kept loop t's candidate."""
+        return self.hoh.candidate_dir(t)
 
     def hoh_summary(self) -> dict[str, Any]:
-        return json.loads(Path(TaskRunPaths.for_trial(self.dir).summary).read_text())
+        return json.loads(self.hoh.summary.read_text())
 
 
 class Harbor:
@@ -171,3 +177,42 @@ def copy_task(name: str, dest: Path, *, timeout_sec: float | None = None) -> Pat
         assert f"timeout_sec = {timeout_sec}" in toml
         (task / "task.toml").write_text(toml)
     return task
+
+
+NO_PYTHON_NO_GIT = "RUN rm -rf /usr/bin/python3* /usr/lib/python3* /usr/bin/git /usr/lib/git-core /usr/share/git-core\n"
+
+
+def bare_task(dest: Path) -> Path:
+    """kvstore on a plain Debian image without Python and git (as real suites' `FROM ubuntu:24.04` images are),
+    a file of its own in the workdir (A_0), a shell-only verifier, and a scripted build whose every step is
+    shell (loop 2 rewrites kv.sh whole instead of patching it with python3)."""
+    task = shutil.copytree(EXAMPLES / "kvstore", dest)
+    toml = (task / "task.toml").read_text().replace('name = "hoh-examples/kvstore"', 'name = "hoh-tests/kvbare"')
+    (task / "task.toml").write_text(toml)
+    dockerfile = task / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + NO_PYTHON_NO_GIT +
+                          "RUN printf 'given by the task\\n' > /workspace/NOTES.md\n")
+    test_sh = task / "tests" / "test.sh"
+    text = test_sh.read_text()
+    python_line = next(line for line in text.splitlines() if "python3" in line)
+    test_sh.write_text(text.replace(python_line, "printf '{\"reward\": %s}\\n' \"$(awk -v p=$passed -v t=$total "
+                                                 "'BEGIN {print p / t}')\" > /logs/verifier/reward.json"))
+    script_path = task / "scripted" / "script.yaml"
+    script = yaml.safe_load(script_path.read_text())
+    solution = (task / "solution" / "solve.sh").read_text()
+    kv = solution.split("<<'SH'\n", 1)[1].split("\nSH\n", 1)[0] + "\n"
+    script["loops"][2]["developer"]["actions"][0] = {"write": {"path": "kv.sh", "executable": True, "content": kv}}
+    del script["loops"][3]
+    script_path.write_text(yaml.safe_dump(script, sort_keys=False))
+    return task
+
+
+def image_has(context: Path, tag: str, *programs: str) -> list[str]:
+    """Build the task's image (Docker's cache makes it the one Harbor built) and list which programs it has."""
+    build = subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], capture_output=True, text=True,
+                           timeout=600)
+    assert build.returncode == 0, build.stderr
+    found = subprocess.run(["docker", "run", "--rm", tag, "sh", "-c",
+                            " ; ".join(f"command -v {p}" for p in programs) + "; true"],
+                           capture_output=True, text=True, timeout=120)
+    return found.stdout.split()

@@ -178,7 +178,6 @@ FLOORS = [
     {"envs"},
     {"runtime"},
     {"api"},
-    {"taskrun"},
     {"harbor"},
     {"bench"},
     {"report"},

@@ -78,7 +78,7 @@ def test_every_loop_of_hoh_is_graded_by_harbor_s_verifier(bench_runs):
         record = next(t for t in s["tasks"] if t["task"] == task)
         assert record["outcome"] == "completed" and record["scores"] == [0.5, 1.0, 1.0]
         [(trial, live)] = trial_results(out / "jobs" / f"{task}.agent")
-        history = RunHistory.read(Journal(trial / "agent" / "hoh" / "state" / "journal.jsonl"))
+        history = RunHistory.read(Journal(trial / "hoh" / "workspace" / "state" / "journal.jsonl"))
         assert [(t, loop.status) for t, loop in sorted(history.loops.items())] == \
             [(1, "partial"), (2, "pass"), (3, "pass")]
         grades = grade_trials(out, task)
@@ -118,7 +118,7 @@ def test_an_interrupted_run_is_resumed_by_harbor(harbor, tmp_path):
     argv = ("bench", "run", EXAMPLES / "roman", "--harness", "scripted", "--loops", "2", "--env", "docker", "-o", out)
     proc = harbor.hoh_async(*argv)
     deadline = time.monotonic() + 300
-    while not list((out / "jobs").glob("roman.agent/*/agent/hoh-run.log")):  # hoh is running in the container
+    while not list((out / "jobs").glob("roman.agent/*/hoh/run.log")):  # hoh has finished a loop
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.5)
     job_id = json.loads((out / "jobs" / "roman.agent" / "result.json").read_text())["id"]

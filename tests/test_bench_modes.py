@@ -35,7 +35,7 @@ class Cell:
     def __init__(self, out: Path):
         self.out = out
         [(self.trial, self.result)] = trial_results(out / "jobs" / "kvstore.agent")
-        self.ws = self.trial / "agent" / "hoh"
+        self.ws = self.trial / "hoh" / "workspace"
 
     @property
     def record(self) -> dict:

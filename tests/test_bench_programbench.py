@@ -166,7 +166,7 @@ def test_the_package_grades_every_loop_of_hoh_in_the_instance_s_image(harbor, st
     # the agent worked in the instance's own image, beside the original program and its docs
     [(trial, agent)] = trial_results(out / "jobs" / f"{FIXTURE}.agent")
     assert agent["verifier_result"] is None  # Harbor's verifier is off: the package grades
-    with tarfile.open(trial / "artifacts" / "logs" / "artifacts" / "hoh" / "loop-0001" / "candidate.tar") as tar:
+    with tarfile.open(trial / "hoh" / "candidates" / "loop-0001" / "candidate.tar") as tar:
         assert {"calculator", "README.md", "calc.sh", "compile.sh"} <= set(tar.getnames())
     instruction = (out / "programbench" / FIXTURE / "instruction.md").read_text()
     assert "Rebuild `testorg/calculator`" in instruction and "/workspace" in instruction

@@ -1,8 +1,9 @@
-"""hoh inside Harbor, end to end: the real `harbor` CLI runs the examples in real Docker containers
-with Harbor's own oracle and with `hoh.harbor:HohAgent` (the scripted harness, and the real
-OpenCode CLI against hoh's mock model server served inside the container); Harbor's verifier
-grades every trial. Asserted on what the jobs leave on disk: result.json, the hoh workspace and
-the candidate artifacts Harbor collected. Needs Harbor and Docker (see harbor_env.py)."""
+"""hoh as a Harbor agent, end to end: the real `harbor` CLI runs the examples in real Docker containers
+with Harbor's own oracle and with `hoh.harbor:HohAgent`, whose Runtime runs in the Harbor process while
+every role runs in the trial's container (the scripted harness, and the real OpenCode CLI against hoh's
+mock model on a plain Debian image without Python and git); Harbor's verifier grades every trial.
+Asserted on what the jobs leave on disk: result.json, the hoh workspace and the candidates it kept.
+Needs Harbor and Docker (see harbor_env.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harbor_env import EXAMPLES, Trial, copy_task, harbor  # noqa: F401 - harbor is a fixture
+from harbor_env import EXAMPLES, Trial, bare_task, copy_task, harbor, image_has  # noqa: F401 - harbor is a fixture
 
 from hoh import api
+from hoh.bench.results import trial_results
 from hoh.config import HohConfig
 from hoh.store.journal import Journal, RunHistory
 from hoh.testing.demo_mock import mock_script
@@ -33,7 +35,7 @@ def members(tar_path: Path) -> set[str]:
 
 
 def frozen(trial: Trial, t: int) -> dict:
-    return json.loads((trial.agent / "hoh" / "state" / "loops" / f"{t:04d}" / "candidate.json").read_text())
+    return json.loads((trial.ws / "state" / "loops" / f"{t:04d}" / "candidate.json").read_text())
 
 
 OPTIONS = """
@@ -81,11 +83,12 @@ def test_examples_are_valid_harbor_tasks_and_the_oracle_scores_one_on_each(harbo
 
 
 def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harbor, tmp_path):
+    """Two trials at once in one Harbor process: each Runtime here, each role in its own trial's container."""
     suite = tmp_path / "suite"
     for name in ("roman", "kvstore"):
         copy_task(name, suite / name)
-    # A server on this machine, named as Docker Desktop names the host: the container reaches it.
-    with MockLLM(host="0.0.0.0") as host_server:
+    # A server on this machine, named as Docker Desktop names the host: hoh (here) reaches it.
+    with MockLLM() as host_server:
         port = host_server.port
         trials = harbor.run(suite, tmp_path / "jobs", "scripted", *AGENT, "--ak", "harness=scripted",
                             "--ak", "loops=2", "-n", "2", "--ak", f"base_url=http://host.docker.internal:{port}/v1")
@@ -93,7 +96,7 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
     for trial in trials:
         assert trial.exception is None, trial.exception
         assert trial.reward == 1.0, trial.task
-        ws = trial.agent / "hoh"
+        ws = trial.ws
         for name in ("journal.jsonl", "ledger.json", "INDEX.md"):
             assert (ws / "state" / name).is_file()
         history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
@@ -110,47 +113,91 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
         assert [loop["verdict"] for loop in agent_result["metadata"]["hoh"]["loops"]] == ["partial", "pass"]
         summary = trial.hoh_summary()
         assert summary["workdir"] == "/workspace"
-        assert re.fullmatch(rf"http://\d+\.\d+\.\d+\.\d+:{port}/v1", summary["base_url"])
+        assert summary["base_url"] == f"http://127.0.0.1:{port}/v1"
+        assert not (trial.dir / "agent" / "hoh").exists()  # nothing of hoh's state in the dir mounted into the container
     # Loop 1 wrote half the program, loop 2 the rest: each artifact is that loop's tree.
     assert members(roman.candidate_dir(1) / "candidate.tar") == {"roman.py"}
     assert members(roman.candidate_dir(2) / "candidate.tar") == {"roman.py", "roman_parse.py"}
-    assert "hoh loop 2/2: pass" in (roman.agent / "hoh-run.log").read_text()
+    assert "hoh loop 2/2: pass" in roman.hoh.log.read_text()
 
 
-def test_hoh_with_the_real_opencode_cli_in_the_container(harbor, harness_bin, tmp_path):
-    """OpenCode's own binary, uploaded from this machine, replays the scripted build through its
-    own tools against the mock model served inside the container: same trees, same candidate ids."""
-    task = EXAMPLES / "kvstore"
+def replay_script(task: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The task's scripted build, run here, as a mock-model script a real CLI replays; and its workspace."""
     ref = tmp_path / "ref"
     ref.mkdir()
     shutil.copy(task / "instruction.md", ref / "spec.md")
+    (ref / "project").mkdir()
+    (ref / "project" / "NOTES.md").write_text("given by the task\n")
     config = HohConfig(loops=2).model_copy(update={"harness": HohConfig().harness.model_copy(
         update={"name": "scripted", "script": str(task / "scripted" / "script.yaml")})})
-    assert api.build(ref / "spec.md", ref / "ws", config).status == "finished"
+    assert api.build(ref / "spec.md", ref / "ws", config, project=ref / "project").status == "finished"
     mock = tmp_path / "mock.json"
     mock.write_text(json.dumps(mock_script(yaml.safe_load((task / "scripted" / "script.yaml").read_text()), ref / "ws")))
+    return mock, ref / "ws"
 
-    # The key comes through Harbor's --ae and hoh's api_key_env (OpenCode reads it by name); hoh
-    # redacts it from everything it writes.
+
+def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbor, harness_bin, tmp_path):
+    """OpenCode's own binary, uploaded from this machine into a plain Debian container that has neither
+    Python nor git, replays the scripted build through its own tools against hoh's mock model served on this
+    machine (reached through hoh's egress proxy on the container's gateway): same trees, same candidate ids;
+    A_0 is the file the image put in the workdir, and a shell-only verifier grades the last candidate."""
+    task = bare_task(tmp_path / "kvbare")
+    assert image_has(task / "environment", "hoh-test-kvbare", "python3", "git", "bash", "awk") == \
+        ["/usr/bin/bash", "/usr/bin/awk"]
+    mock, ref = replay_script(task, tmp_path)
+
+    # The key comes through Harbor's --ae and hoh's api_key_env; it stays in hoh's egress proxy here, the CLI
+    # gets a placeholder, and hoh redacts it from everything it writes.
     [trial] = harbor.run(task, tmp_path / "jobs", "opencode", *AGENT, "-m", "mock-model", "--ak", "harness=opencode",
                          "--ak", "loops=2", "--ak", f"mock_llm={mock}", "--ak", f"harness_bin={harness_bin}",
                          "--ak", "api_key_env=HOH_TEST_KEY", "--ae", f"HOH_TEST_KEY={SENTINEL}")
     assert trial.exception is None, trial.exception
     assert trial.reward == 1.0
-    history = RunHistory.read(Journal(trial.agent / "hoh" / "state" / "journal.jsonl"))
+    history = RunHistory.read(Journal(trial.ws / "state" / "journal.jsonl"))
     assert trial.hoh_summary()["harness"] == "opencode"
     assert [loop.candidate_id for loop in history.loop_list()] == [loop["candidate_id"] for loop in
-                                                                   api.status(ref / "ws")["loops"]]
-    developer = json.loads((trial.agent / "hoh" / "state" / "loops" / "0001" / "roles" / "developer" / "attempt-1"
+                                                                   api.status(ref)["loops"]]
+    developer = json.loads((trial.ws / "state" / "loops" / "0001" / "roles" / "developer" / "attempt-1"
                             / "result.json").read_text())
     assert developer["ok"] and developer["harness"]["tool_calls"] >= 1
     assert trial.result["agent_result"]["n_input_tokens"] == history.usage.input_tokens > 0
+    for t, files in ((1, {"NOTES.md", "kv.sh"}), (2, {"NOTES.md", "kv.sh", "selftest.sh"})):
+        assert members(trial.candidate_dir(t) / "candidate.tar") == files
+        artifact = json.loads((trial.candidate_dir(t) / "candidate.json").read_text())
+        assert artifact["candidate_id"] == history.loops[t].candidate_id and artifact["workdir"] == "/workspace"
     with tarfile.open(trial.candidate_dir(2) / "candidate.tar") as tar:  # written by OpenCode's own tools
         assert tar.getmember("kv.sh").mode & 0o111
-    requests = [json.loads(line) for line in (trial.agent / "hoh-mock-llm.jsonl").read_text().splitlines()]
+    requests = [json.loads(line) for line in trial.hoh.mock_log.read_text().splitlines()]
     assert requests and {r["headers"]["authorization"] for r in requests} == {f"<redacted len={len('Bearer ' + SENTINEL)}>"}
-    written = [p for p in (trial.agent / "hoh").rglob("*") if p.is_file() and not p.is_symlink()]
+    written = [p for p in trial.hoh.root.rglob("*") if p.is_file() and not p.is_symlink()]
     assert not [p for p in written if SENTINEL.encode() in p.read_bytes()]
+
+
+def test_hoh_bench_grades_every_loop_of_the_real_opencode_cli_on_an_image_without_python_and_git(
+        harbor, harness_bin, tmp_path):
+    """`hoh bench run` with OpenCode against hoh's mock model (a server on this machine, given as --base-url):
+    hoh's agent in Harbor, then every loop's candidate replayed into a fresh container of the bare image and
+    graded by the task's own (shell-only) verifier."""
+    suite = tmp_path / "suite"
+    task = bare_task(suite / "kvbare")
+    mock, ref = replay_script(task, tmp_path)
+    out = tmp_path / "out"
+    with MockLLM(script=str(mock)) as server:
+        result = harbor.hoh("bench", "run", suite, "--harness", "opencode", "--model", "mock-model", "--base-url",
+                            server.base_url, "--loops", "2", "--env", "docker", "-o", out, "-q",
+                            env={"HOH_HARNESS_BIN": str(harness_bin)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [record] = json.loads((out / "summary.json").read_text())["tasks"]
+    assert record["outcome"] == "completed" and record["scores"] == [0.5, 1.0], record
+    assert record["rewards"] == {"reward": 1}  # awk's 1, as the shell-only verifier wrote it
+    grades = {r["config"]["agent"]["kwargs"]["loop"]: r for _, r in trial_results(out / "jobs" / "kvbare.grade")}
+    assert sorted(grades) == [1, 2]
+    for t, expected in ((1, 0.5), (2, 1)):  # each grade trial replayed exactly loop t's candidate, the scripted one's
+        assert grades[t]["exception_info"] is None and grades[t]["verifier_result"]["rewards"] == {"reward": expected}
+        assert grades[t]["agent_result"]["metadata"]["hoh_candidate"]["candidate_id"] == \
+            api.status(ref)["loops"][t - 1]["candidate_id"]
+    [(_, live)] = trial_results(out / "jobs" / "kvbare.agent")
+    assert live["exception_info"] is None and live["verifier_result"]["rewards"] == {"reward": 1}
 
 
 def sleepy(task: Path, loop: int, role: str) -> None:
@@ -163,7 +210,7 @@ def sleepy(task: Path, loop: int, role: str) -> None:
 
 def test_the_task_timeout_is_the_whole_run_s_budget(harbor, tmp_path):
     suite = tmp_path / "suite"
-    cut = copy_task("roman", suite / "cut", timeout_sec=45.0)
+    cut = copy_task("roman", suite / "cut", timeout_sec=70.0)
     sleepy(cut, 2, "developer")  # loop 2 cannot finish in time
     short = copy_task("rpn", suite / "short", timeout_sec=25.0)
     sleepy(short, 1, "planner")  # not even the first role can
@@ -185,19 +232,22 @@ def test_the_task_timeout_is_the_whole_run_s_budget(harbor, tmp_path):
 
 
 def test_what_the_environment_lacks_ends_the_trial_in_one_line(harbor, tmp_path):
-    """One agent (the pi harness, a role timeout of 900s), three tasks, each lacking one thing:
+    """One agent (the scripted harness, a role timeout of 900s), three tasks, each lacking one thing:
     the trial ends with an exception naming it, ungraded: never a silent zero."""
     suite = tmp_path / "suite"
     no_python = copy_task("wordfreq", suite / "no-python", timeout_sec=1200.0)
     dockerfile = no_python / "environment" / "Dockerfile"
     dockerfile.write_text(dockerfile.read_text() + "RUN rm -f /usr/bin/python3*\n")
     copy_task("rpn", suite / "short", timeout_sec=600.0)
-    copy_task("kvstore", suite / "no-npm", timeout_sec=1200.0)
-    trials = harbor.run(suite, tmp_path / "jobs", "lacks", *AGENT, "--ak", "harness=pi", "--ak", "loops=1",
+    at_root = copy_task("kvstore", suite / "at-root", timeout_sec=1200.0)
+    dockerfile = at_root / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "WORKDIR /\n")
+    trials = harbor.run(suite, tmp_path / "jobs", "lacks", *AGENT, "--ak", "harness=scripted", "--ak", "loops=1",
                         "--ak", 'overrides=["timeouts.wall_seconds=900"]', "-n", "3")
-    expected = {"hoh-examples/wordfreq": "the task environment has no python3",
+    expected = {"hoh-examples/wordfreq": "the scripted harness runs hoh's own agent, which needs a python3",
                 "hoh-examples/rpn": "the task's agent timeout (600s) is shorter than one hoh role",
-                "hoh-examples/kvstore": "the pi harness cannot be installed in the task environment offline"}
+                "hoh-examples/kvstore": "the task's working directory is '/'; hoh builds the project there and "
+                                        "needs a directory of its own"}
     assert {t.task for t in trials} == set(expected)
     for trial in trials:
         kind, message = trial.exception
@@ -205,12 +255,13 @@ def test_what_the_environment_lacks_ends_the_trial_in_one_line(harbor, tmp_path)
         assert trial.reward is None
 
 
-def test_an_endpoint_the_container_cannot_reach_ends_the_trial_in_one_line(harbor, tmp_path):
+def test_an_endpoint_hoh_cannot_reach_ends_the_trial_in_one_line(harbor, tmp_path):
     [trial] = harbor.run(EXAMPLES / "wordfreq", tmp_path / "jobs", "endpoint", *AGENT, "--ak", "harness=scripted",
                          "--ak", "loops=1",
                          "--ak", "base_url=http://host.docker.internal:9/v1")
     kind, message = trial.exception
     assert kind == "TaskEnvironmentError" and "\n" not in message
-    assert message.startswith("the model endpoint http://host.docker.internal:9/v1 (http://")
-    assert "is not reachable from the task environment (Connection refused)" in message
+    # hoh's egress proxy, here, forwards the CLI's requests: the endpoint must be reachable from here
+    assert message.startswith("the model endpoint http://host.docker.internal:9/v1 (http://127.0.0.1:9/v1 here) "
+                              "is not reachable from this machine (Connection refused)")
     assert trial.reward is None

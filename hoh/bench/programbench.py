@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import UsageError
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..harness.process import call
-from ..paths import TaskRunPaths, WorkspacePaths
+from ..paths import AgentRunPaths, WorkspacePaths
 from ..store.gitrun import run_git
 from .results import GRADE_SCHEMA_VERSION, RunPaths
 from .settings import BenchSettings
@@ -170,7 +170,7 @@ def materialize(settings: BenchSettings, paths: RunPaths, entries: list[dict[str
 # ---- grading --------------------------------------------------------------------------------------
 def tree_tar(trial: Path, loop: int) -> bytes:
     """Loop t's candidate as a tar (loop 0: A_0, the task's files as shipped, from hoh's history)."""
-    paths = TaskRunPaths.for_trial(trial)
+    paths = AgentRunPaths.for_trial(trial)
     if loop:
         return (Path(paths.candidate_dir(loop)) / "candidate.tar").read_bytes()
     ws = Path(paths.workspace)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..paths import TaskRunPaths
+from ..paths import AgentRunPaths
 from .results import (
     TASKS_SCHEMA_VERSION,
     RunPaths,
@@ -34,7 +34,7 @@ RECORD_SCHEMA_VERSION = 1
 
 def own_candidates(trial: Path, loops: int) -> list[int]:
     """Loops ≤ `loops` whose candidate artifact Harbor collected into the trial dir."""
-    paths = TaskRunPaths.for_trial(trial)
+    paths = AgentRunPaths.for_trial(trial)
     return [t for t in range(1, loops + 1) if Path(paths.candidate_record(t)).is_file()]
 
 

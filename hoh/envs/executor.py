@@ -134,6 +134,8 @@ class RoleEnvironment(Executor):
         variables["PATH"] = PATH
         if request.proxy_url:
             variables.update(proxy_env(request.proxy_url))
+            if self.gateway:  # the model route is the proxy itself, reached directly, never through itself
+                variables["NO_PROXY"] = variables["no_proxy"] = f"{variables['NO_PROXY']},{self.gateway}"
         self.runs += 1
         attempt = supervise.Attempt(self.runs)
         atomic_write_json(attempt_dir / "command.json", {

@@ -13,6 +13,7 @@ import importlib
 import logging
 import shutil
 import threading
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,25 +144,67 @@ class EnvironmentSpec:
 
 
 class EventLoop:
-    """A private asyncio loop in a daemon thread: hoh is synchronous, Harbor's environments are coroutines, and
-    several environments (roles, trials) may be driven at once from hoh's threads."""
+    """The asyncio loop Harbor's coroutines run on, for hoh's synchronous threads: hoh's own private loop in a
+    daemon thread (several environments, roles or trials, may be driven at once from hoh's threads), or
+    `EventLoop(loop)`, a loop someone else runs (Harbor's, whose environment objects belong to it), which hoh
+    only submits to and never stops."""
 
-    def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="hoh-envs", daemon=True)
-        self._thread.start()
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.owned = loop is None
+        self._loop = loop or asyncio.new_event_loop()
+        self._tasks: set[asyncio.Task] = set()
+        self.interrupted = False
+        self._thread: threading.Thread | None = None
+        if self.owned:
+            self._thread = threading.Thread(target=self._loop.run_forever, name="hoh-envs", daemon=True)
+            self._thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        """Run `coro` there and wait for it (never from that loop's own thread). KeyboardInterrupt once
+        `interrupt()` was called, as hoh's own "stop at once"."""
+        if self.interrupted:
+            coro.close()
+            raise KeyboardInterrupt
+        future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
         try:
             return future.result(timeout)
         except FutureTimeout:
             future.cancel()
             raise TimeoutError(f"the environment did not answer within {timeout:g}s") from None
+        except FutureCancelled:
+            if self.interrupted:
+                raise KeyboardInterrupt from None
+            raise
         except BaseException:
             future.cancel()
             raise
 
+    async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            if self.interrupted:  # interrupted between the check in `run` and now
+                coro.close()
+                raise asyncio.CancelledError
+            return await coro
+        finally:
+            self._tasks.discard(task)
+
+    def interrupt(self) -> None:
+        """Stop what hoh runs there at once: every coroutine in flight is cancelled (a supervised attempt then
+        kills its CLI before its `run` returns) and every later `run` raises KeyboardInterrupt."""
+        self.interrupted = True
+
+        def cancel() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+
+        self._loop.call_soon_threadsafe(cancel)
+
     def close(self) -> None:
+        if not self.owned:
+            return
         self._loop.call_soon_threadsafe(self._loop.stop)
+        assert self._thread is not None
         self._thread.join(timeout=5)

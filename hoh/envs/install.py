@@ -120,10 +120,11 @@ def _last_line(output: str) -> str:
 
 
 async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None:
-    code, output = await _run(env, f"mkdir -p {BIN} {ROOT}/attempts && command -v wc head kill date sleep")
+    code, output = await _run(env, f"mkdir -p {BIN} {ROOT}/attempts && for p in wc head kill date sleep; "
+                                  'do command -v "$p" >/dev/null || { echo "no $p"; exit 3; }; done')
     if code != 0:
         raise EnvironmentUnavailable(f"the environment's image lacks a POSIX shell with wc, head, kill, date and sleep ({output}); "
-                                     "use an image that has them (every Debian, Ubuntu or Alpine image does)")
+                                     "use an image that has them (every Debian or Ubuntu image does)")
     with tempfile.TemporaryDirectory(prefix="hoh-env-site-") as tmp:
         script = Path(tmp, "supervise.sh")
         script.write_text(SUPERVISOR)

@@ -3,14 +3,20 @@ when the session ends; and, when a session begins, the environments an earlier o
 
 Every start is journaled before it happens (`EnvironmentStarted`) and every stop after (`EnvironmentStopped`),
 so after `kill -9` at any point the next session knows what to stop, and stops it before anything runs.
+
+`GIVEN` (a context variable) hands every role of the sessions opened in its context one environment that
+someone else started and stops (a Harbor trial's, see hoh/harbor/): nothing is started, journaled or stopped
+for it, and its coroutines run on its owner's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..config import HohConfig
 from ..harness.base import HarnessAdapter
@@ -21,6 +27,21 @@ from ..store.journal import Journal, RunHistory
 from .executor import RoleEnvironment
 from .harbor_env import EnvironmentSpec, EventLoop, one_line, preflight
 
+if TYPE_CHECKING:
+    from harbor.environments.base import BaseEnvironment
+
+
+@dataclass(frozen=True)
+class Given:
+    """An environment someone else started and stops, for every role, with the loop it belongs to."""
+
+    env: "BaseEnvironment"
+    loop: EventLoop
+    executor: type[RoleEnvironment] = RoleEnvironment
+
+
+GIVEN: ContextVar[Given | None] = ContextVar("hoh_given_environment", default=None)
+
 
 class Environments:
     def __init__(self, config: HohConfig, paths: WorkspacePaths, journal: Journal,
@@ -29,16 +50,19 @@ class Environments:
         self.local = config.environment.local
         self._loop: EventLoop | None = None
         self._roles: dict[str, RoleEnvironment] = {}
+        self.given = None if self.local else GIVEN.get()
 
     @property
     def loop(self) -> EventLoop:
+        if self.given is not None:
+            return self.given.loop
         if self._loop is None:
             self._loop = EventLoop()
         return self._loop
 
     def check(self) -> None:
         """The environment's class exists and its engine or provider answers (nothing is started)."""
-        if not self.local:
+        if not self.local and self.given is None:
             preflight(self.config.environment)
 
     def spec(self, role: str, session_id: str) -> EnvironmentSpec:
@@ -60,7 +84,10 @@ class Environments:
         if role not in self._roles:
             spec = self.spec(role, f"hoh-{role}-{uuid.uuid4().hex[:10]}")
             bounds = (self.paths.root, self.paths.project)
-            self._roles[role] = RoleEnvironment(spec, self.loop, self.adapters[role], bounds, self._started)
+            given = self.given
+            make = given.executor if given is not None else RoleEnvironment
+            self._roles[role] = make(spec, self.loop, self.adapters[role], bounds, self._started,
+                                     env=given.env if given is not None else None)
         return self._roles[role]
 
     def executors(self) -> dict[str, Executor]:
@@ -72,7 +99,7 @@ class Environments:
     def stop_orphans(self, history: RunHistory) -> None:
         """Stop what an earlier session started and never stopped (it was killed), before anything runs."""
         leftovers = list(history.live_environments.values())
-        if not leftovers:
+        if not leftovers or self.given is not None:
             return
         envs = [RoleEnvironment(self.spec(left.role, left.session_id), self.loop, self.adapters[left.role], (),
                                 self._started) for left in leftovers if left.role in self.adapters]
@@ -82,7 +109,7 @@ class Environments:
 
     def close(self) -> None:
         """Stop every environment this session started (at once: a Docker stop takes ~10 s)."""
-        started = [env for env in self._roles.values() if env.env is not None]
+        started = [env for env in self._roles.values() if env.env is not None and env.owned]
         self._roles.clear()
         if started:
             self._stop(started, orphan=False)

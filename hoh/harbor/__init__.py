@@ -1,7 +1,7 @@
 """hoh as a Harbor agent: `harbor run ... --agent hoh.harbor:HohAgent` (see README.md here).
 
-Needs Harbor (`pip install 'hoh[harbor]'`, Python >= 3.12). The part that runs inside the task
-environment is `hoh.taskrun`, which needs only hoh's core.
+Needs Harbor (`pip install 'hoh[harbor]'`, Python >= 3.12). hoh's Runtime runs in the Harbor process;
+only the roles' CLIs run in the task's environment (through hoh.envs).
 """
 
 try:

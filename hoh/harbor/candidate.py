@@ -27,7 +27,7 @@ from pydantic import Field
 import hoh
 
 from ..errors import TaskEnvironmentError
-from ..paths import TaskRunPaths, WorkspacePaths
+from ..paths import AgentRunPaths, WorkspacePaths
 from ..store.gitrun import run_git
 
 UPLOAD = "/tmp/hoh-candidate"
@@ -43,7 +43,7 @@ class CandidateOptions(AgentOptions):
 
 def removed_files(trial: Path, commit: str) -> list[str]:
     """Paths of A_0 (the task's own files, hoh's root commit) that the candidate `commit` lacks."""
-    ws = WorkspacePaths(Path(TaskRunPaths.for_trial(trial).workspace))
+    ws = WorkspacePaths(Path(AgentRunPaths.for_trial(trial).workspace))
     root = json.loads(ws.identity.read_text(encoding="utf-8"))["root_commit"]
     out = run_git(["--git-dir", str(ws.history), "diff", "--name-only", "-z", "--no-renames", "--diff-filter=D",
                    root, commit], cwd=ws.root, binary=True)
@@ -66,7 +66,7 @@ class CandidateAgent(BaseAgent):
     def candidate(self) -> tuple[Path, dict[str, Any]]:
         """The loop's candidate.tar and its candidate.json record."""
         trial = Path(self.options.trial)
-        paths = TaskRunPaths.for_trial(trial)
+        paths = AgentRunPaths.for_trial(trial)
         try:
             record = json.loads(Path(paths.candidate_record(self.options.loop)).read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
