@@ -266,3 +266,20 @@ def test_the_environments_benchmark_runs(harbor):
                             env=harbor.env(), stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "1 at once" in result.stdout and "ratio 2/1" in result.stdout
+
+
+def test_env_dockerfile_is_frozen_and_the_roles_run_in_its_image(harbor, tmp_path):
+    script = mini_script(1)
+    script["loops"][1]["developer"]["actions"].append({"run": "cat /etc/hoh-built > built.txt"})
+    spec = write_project(tmp_path / "p", script)
+    dockerfile = tmp_path / "p" / "Dockerfile"
+    dockerfile.write_text(f"FROM {BASE_IMAGE}\nRUN echo built-by-hoh > /etc/hoh-built\n")
+    ws = tmp_path / "p" / "ws"
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", "--env", "docker",
+                       "--env-dockerfile", dockerfile)
+    assert built.returncode == 0, built.stderr
+    dockerfile.write_text("FROM nothing-at-all\n")  # the workspace has its own copy
+    assert (ws / "environment.Dockerfile").read_text().startswith(f"FROM {BASE_IMAGE}")
+    assert yaml.safe_load((ws / "hoh.yaml").read_text())["environment"]["dockerfile"] == "environment.Dockerfile"
+    assert (ws / "project" / "built.txt").read_text().strip() == "built-by-hoh"
+    assert containers_of(ws) == []
