@@ -283,3 +283,23 @@ def test_env_dockerfile_is_frozen_and_the_roles_run_in_its_image(harbor, tmp_pat
     assert yaml.safe_load((ws / "hoh.yaml").read_text())["environment"]["dockerfile"] == "environment.Dockerfile"
     assert (ws / "project" / "built.txt").read_text().strip() == "built-by-hoh"
     assert containers_of(ws) == []
+
+
+def test_a_third_party_environment_gets_the_key_as_harbor_passes_it_and_what_comes_back_is_scrubbed(harbor, tmp_path):
+    """`--env module:Class`: a provider hoh's proxy cannot serve (as a cloud sandbox) gets the key in its
+    environment; the role's home that comes back is scrubbed of it."""
+    script = mini_script(1)
+    leak = "${workspace}/scratch/homes/scripted/developer/leak.txt"
+    script["loops"][1]["developer"]["actions"].append({"run": "echo key=$HOH_TEST_KEY", "save": leak})
+    spec = write_project(tmp_path / "p", script)
+    ws = tmp_path / "p" / "ws"
+    third_party = Path(__file__).parent / "data" / "thirdparty"
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q",
+                       "--env", "acme_env:AcmeDocker", "--env-image", BASE_IMAGE, "--set", "sandbox.network=shared",
+                       "--set", "harness.api_key_env=HOH_TEST_KEY",
+                       env={"HOH_TEST_KEY": SECRET, "PYTHONPATH": str(third_party)})
+    assert built.returncode == 0, built.stderr
+    assert [e["environment"] for e in journal(ws) if e["event"] == "environment_started"] == ["acme_env:AcmeDocker"] * 3
+    came_back = (ws / "scratch" / "homes" / "scripted" / "developer" / "leak.txt").read_text()
+    assert came_back.startswith("key=") and SECRET not in came_back and len(came_back.strip()) > len("key=")
+    assert containers_of(ws) == []
