@@ -101,11 +101,20 @@ class Environments:
         leftovers = list(history.live_environments.values())
         if not leftovers or self.given is not None:
             return
-        envs = [RoleEnvironment(self.spec(left.role, left.session_id), self.loop, self.adapters[left.role], (),
-                                self._started) for left in leftovers if left.role in self.adapters]
-        for env in envs:
-            env.env = env.spec.make()
-        self._stop(envs, orphan=True)
+        envs = []
+        for left in leftovers:
+            if left.role not in self.adapters:
+                continue
+            env = RoleEnvironment(self.spec(left.role, left.session_id), self.loop, self.adapters[left.role], (),
+                                  self._started)
+            try:
+                env.env = env.spec.make()
+            except Exception as err:  # noqa: BLE001 - one that cannot even be made again must not block the resume
+                self.journal.append(ev.EnvironmentStopped(session_id=left.session_id, orphan=True, error=one_line(err)))
+                continue
+            envs.append(env)
+        if envs:
+            self._stop(envs, orphan=True)
 
     def close(self) -> None:
         """Stop every environment this session started (at once: a Docker stop takes ~10 s)."""
