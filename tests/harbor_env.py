@@ -27,6 +27,19 @@ BASE_IMAGE = "localhost/hoh-base:bookworm"
 VALIDITY_RULES = ("invalid-task-config", "unknown-config-field", "invalid-task-files")
 
 
+# Readers of a workspace's journal for the environment tests (test_envs, test_envs_podman).
+def journal(ws: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (ws / "state" / "journal.jsonl").read_text().splitlines()]
+
+
+def candidate_ids(ws: Path) -> list[str]:
+    return [e["candidate_id"] for e in journal(ws) if e["event"] == "loop_finished"]
+
+
+def sessions(ws: Path) -> set[str]:
+    return {e["session_id"] for e in journal(ws) if e["event"] == "environment_started"}
+
+
 def find_harbor() -> Path | None:
     for candidate in (os.environ.get("HOH_HARBOR"), REPO / ".venv-harbor" / "bin" / "harbor"):
         if candidate and Path(candidate).is_file():

@@ -17,22 +17,10 @@ from typing import Any
 import pytest
 import yaml
 from conftest import DEMO, mini_script, run_hoh
-from harbor_env import BASE_IMAGE, harbor  # noqa: F401 - harbor is a fixture
+from harbor_env import BASE_IMAGE, candidate_ids, harbor, journal, sessions  # noqa: F401 - harbor is a fixture
 
 ENV = ("--env", "docker", "--env-image", BASE_IMAGE)
 SECRET = "sk-hoh-envs-test-0123456789abcdef"
-
-
-def journal(ws: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (ws / "state" / "journal.jsonl").read_text().splitlines()]
-
-
-def candidate_ids(ws: Path) -> list[str]:
-    return [e["candidate_id"] for e in journal(ws) if e["event"] == "loop_finished"]
-
-
-def sessions(ws: Path) -> set[str]:
-    return {e["session_id"] for e in journal(ws) if e["event"] == "environment_started"}
 
 
 def containers() -> list[str]:

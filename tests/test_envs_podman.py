@@ -19,25 +19,13 @@ from typing import Any
 import pytest
 import yaml
 from conftest import DEMO, GREET, mini_script, shared_once
-from harbor_env import BASE_IMAGE, finish
+from harbor_env import BASE_IMAGE, candidate_ids, finish, journal, sessions
 from podman_env import containers, networks, podman, podman_harbor  # noqa: F401 - podman_harbor is a fixture
 
 ENV = ("--env", "podman", "--env-image", BASE_IMAGE)
 ROLES = ["developer", "planner", "qa"]
 ESCAPE = Path("/tmp") / f"hoh-podman-escape-{uuid.uuid4().hex[:12]}"
 """A host path a role writes to from its container: it must not appear here."""
-
-
-def journal(ws: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (ws / "state" / "journal.jsonl").read_text().splitlines()]
-
-
-def candidate_ids(ws: Path) -> list[str]:
-    return [e["candidate_id"] for e in journal(ws) if e["event"] == "loop_finished"]
-
-
-def sessions(ws: Path) -> set[str]:
-    return {e["session_id"] for e in journal(ws) if e["event"] == "environment_started"}
 
 
 def of_sessions(names: list[str], ids: set[str]) -> list[str]:
