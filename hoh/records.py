@@ -332,6 +332,8 @@ class LoopSummary:
     cost_usd: float | None
     usage: dict[str, Json]
     """role → Usage.to_json()."""
+    error: str | None = None
+    """Why a role of the loop failed (`role failed after N attempt(s): last error`), when one did."""
 
     @property
     def verdict(self) -> Verdict | None:
@@ -342,7 +344,8 @@ class LoopSummary:
         return cls(data["loop"], LoopStatus(data["status"]), data.get("candidate_id"), data["criteria_verified"],
                    data["criteria_total"], data.get("issues"), data.get("progress"), data["seconds"],
                    dict(data.get("role_seconds", {})), dict(data.get("attempts", {})),
-                   dict(data.get("violations", {})), data["tokens"], data.get("cost_usd"), dict(data["usage"]))
+                   dict(data.get("violations", {})), data["tokens"], data.get("cost_usd"), dict(data["usage"]),
+                   data.get("error"))
 
     def to_json(self) -> Json:
         return {"loop": self.loop, "status": self.status.value,
@@ -350,4 +353,4 @@ class LoopSummary:
                 "criteria_verified": self.criteria_verified, "criteria_total": self.criteria_total,
                 "attempts": dict(self.attempts), "seconds": self.seconds, "role_seconds": dict(self.role_seconds),
                 "issues": self.issues, "violations": dict(self.violations), "progress": self.progress,
-                "tokens": self.tokens, "cost_usd": self.cost_usd, "usage": dict(self.usage)}
+                "tokens": self.tokens, "cost_usd": self.cost_usd, "usage": dict(self.usage), "error": self.error}

@@ -181,6 +181,30 @@ def bench_runs(harbor, tmp_path_factory) -> dict[str, Path]:
     return {"oracle": root / "oracle", "scripted": root / "scripted"}
 
 
+TRUST = REPO / "tests" / "data" / "bench_trust"
+
+
+@pytest.fixture(scope="session")
+def bench_trust(harbor, tmp_path_factory) -> dict[str, Path]:
+    """`hoh bench run tests/data/bench_trust` on Docker, once per session, two runs at once: `stop` (two loops,
+    a failed role stops the run, every task) and `one` (one loop, the bench's own policy of going on past a
+    failed role, only no-model and twokeys). Each run's exit code and output are kept beside it (NAME.json)."""
+    def make(root: Path) -> None:
+        procs = {"stop": harbor.hoh_async("bench", "run", TRUST, "--harness", "scripted", "--loops", "2", "--env",
+                                          "docker", "-o", root / "stop", "-j", "4", "-q",
+                                          "--set", "policy.on_role_failure=stop"),
+                 "one": harbor.hoh_async("bench", "run", TRUST, "--harness", "scripted", "--loops", "1", "--env",
+                                         "docker", "-o", root / "one", "-j", "2", "-q", "-i", "no-model",
+                                         "-i", "twokeys")}
+        for name, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=900)
+            (root / f"{name}.json").write_text(json.dumps({"exit": proc.returncode, "stdout": stdout,
+                                                           "stderr": stderr}))
+
+    root = shared_once(tmp_path_factory, "bench-trust", make)
+    return {"stop": root / "stop", "one": root / "one"}
+
+
 def copy_task(name: str, dest: Path, *, timeout_sec: float | None = None) -> Path:
     """A copy of an example task, optionally with another `[agent] timeout_sec`."""
     task = shutil.copytree(EXAMPLES / name, dest)

@@ -6,6 +6,8 @@
                                 Harbor would skip, with its reason
       hoh.yaml                  the --config every trial starts from (when one was given)
       bench.lock                held by the one `hoh bench run` working here
+      jobs/KEY.calibrate/       Harbor's job: the task's reference solution graded by its verifier (the oracle),
+                                before anything else; a task it cannot bring to the maximum is not gradable here
       jobs/KEY.agent/           Harbor's job: the task's agent trial (hoh in its mode, or Harbor's oracle)
       jobs/KEY.grade/           Harbor's job: one trial per loop that left a candidate of its own, each
                                 loop's candidate replayed into a fresh environment and verified
@@ -24,13 +26,13 @@ Harbor's exception type and message, never a score.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..errors import StateError, UsageError
+from .causes import EXCEPTION_LINE
 from .settings import CANDIDATE_AGENT, BenchSettings
 
 RUN_SCHEMA_VERSION = 2
@@ -137,6 +139,9 @@ class RunPaths:
     def grade_job(self, key: str) -> JobFiles:
         return JobFiles(self.root, f"{key}.grade")
 
+    def calibration_job(self, key: str) -> JobFiles:
+        return JobFiles(self.root, f"{key}.calibrate")
+
     def package_grade(self, key: str, loop: int) -> Path:
         return self.root / "grades" / key / f"loop-{loop:04d}.json"
 
@@ -197,13 +202,17 @@ def rewards_of(result: dict[str, Any]) -> dict[str, float] | None:
     return dict(rewards) if isinstance(rewards, dict) and rewards else None
 
 
-def score_of(rewards: dict[str, float] | None) -> float | None:
-    """The score of a grade: `reward` when present, else the only key (as Harbor's mean reads one key)."""
+def score_of(rewards: dict[str, float] | None, metric: str | None = None) -> float | None:
+    """The headline score of a grade: `metric` when one is chosen (None when this grade lacks it); else
+    `reward` when present, the only key when there is one, and the mean of the keys when there are several
+    (each key keeps its own curve beside it)."""
     if not rewards:
         return None
+    if metric is not None:
+        return float(rewards[metric]) if metric in rewards else None
     if SCORE_KEY in rewards:
         return float(rewards[SCORE_KEY])
-    return float(next(iter(rewards.values()))) if len(rewards) == 1 else None
+    return round(sum(float(v) for v in rewards.values()) / len(rewards), 4)
 
 
 def seconds_between(result: dict[str, Any]) -> float | None:
@@ -226,10 +235,10 @@ def grade_loop(result: dict[str, Any]) -> int | None:
 
 
 def grade(rewards: dict[str, float] | None, error: str | None, trial: str | None) -> dict[str, Any]:
+    """A loop's grade: Harbor's verifier rewards (every key), or the error that kept it from one."""
     if rewards is None and error is None:
         error = "the verifier produced no reward"
-    return {"rewards": rewards, "score": score_of(rewards) if error is None or rewards else None,
-            "error": None if rewards else error, "trial": trial}
+    return {"rewards": rewards, "error": None if rewards else error, "trial": trial}
 
 
 def grades_of(paths: RunPaths, key: str) -> dict[int, dict[str, Any]]:
@@ -247,7 +256,6 @@ def grades_of(paths: RunPaths, key: str) -> dict[int, dict[str, Any]]:
     return found
 
 
-EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Group)):\s")
 
 
 def last_error(files: JobFiles) -> str | None:

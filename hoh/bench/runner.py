@@ -27,13 +27,14 @@ from ..harness.registry import choices
 from ..store.lock import WorkspaceLock
 from . import programbench, suite as suites
 from .jobs import Running, run_job
+from .calibrate import ORACLE_AGENT, Calibration, CalibrationResult, calibration_of
 from .records import grading_plan, records_of, task_record
-from .report import markdown, summarize
+from .report import check_metric, markdown, summarize
 from .results import RUN_SCHEMA_VERSION, TASKS_SCHEMA_VERSION, RunPaths, load_run, read_json, trial_results
 from .settings import CANDIDATE_AGENT, ORACLE, BenchSettings, check
 
 OnStart = Callable[[str, str], None]
-"""(task key, what starts: "agent" | "grade")"""
+"""(task key, what starts: "calibrate" | "agent" | "grade")"""
 OnDone = Callable[[dict[str, Any]], None]
 
 
@@ -144,6 +145,9 @@ class Bench:
         key, started = entry["key"], False
         if entry.get("error"):
             return task_record(self.paths, self.settings, entry), started
+        calibration, started = self.calibrate(entry)
+        if self.settings.check_only or calibration.state in (Calibration.NOT_GRADABLE, Calibration.PENDING):
+            return task_record(self.paths, self.settings, entry), started
         graded_by_package = programbench.is_programbench(self.settings.suite)
         agent = self.paths.agent_job(key)
         if not agent.complete() and not self.running.stopping.is_set():
@@ -168,6 +172,21 @@ class Bench:
                     run_job(self.paths.grade_job(key), self.job(f"{key}.grade", agents, entry["config"], n),
                             self.running)
         return task_record(self.paths, self.settings, entry), started
+
+    def calibrate(self, entry: dict[str, Any]) -> tuple[CalibrationResult, bool]:
+        """The task's reference solution graded once in the run's environment (Harbor's oracle), unless it has
+        none or the run does not calibrate; the result, and whether a job was started."""
+        if not self.settings.calibrates or entry.get("solution") is False:
+            return calibration_of(self.paths, entry) if self.settings.calibrates else \
+                CalibrationResult(Calibration.OFF), False
+        job = self.paths.calibration_job(entry["key"])
+        started = False
+        if not job.complete() and not self.running.stopping.is_set():
+            with self.slots.take(1):
+                self.on_start(entry["key"], "calibrate")
+                started = True
+                run_job(job, self.job(job.name, [ORACLE_AGENT], entry["config"], 1), self.running)
+        return calibration_of(self.paths, entry), started
 
     def run(self, entries: list[dict[str, Any]]) -> RunResult:
         result = RunResult(self.paths)
@@ -197,15 +216,16 @@ def plan_tasks(settings: BenchSettings, paths: RunPaths, found: suites.Suite) ->
     if paths.tasks.exists():
         stored = read_json(paths.tasks, "task list", TASKS_SCHEMA_VERSION)
         return stored["tasks"]
-    entries = [{"key": t.key, "config": t.config, **({"error": t.error} if t.error else {})} for t in found.tasks]
+    entries = [t.entry() for t in found.tasks]
     atomic_write_json(paths.tasks, {"schema_version": TASKS_SCHEMA_VERSION, "suite": found.spec, "tasks": entries,
                                     "invalid": [{"task": name, "reason": why} for name, why in found.invalid]})
     return entries
 
 
 def run_bench(settings: BenchSettings, out: Path, *, jobs: int = 1, on_plan: Callable[[int, int], None] = _nothing,
-              on_start: OnStart = _nothing, on_done: OnDone = _nothing) -> RunResult:
-    """Run (or continue) the benchmark in OUT. Everything that can be refused is refused before OUT is touched."""
+              on_start: OnStart = _nothing, on_done: OnDone = _nothing, metric: str | None = None) -> RunResult:
+    """Run (or continue) the benchmark in OUT. Everything that can be refused is refused before OUT is touched;
+    `metric` (a reward key) is the summary's headline."""
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     suites.harbor()
@@ -214,6 +234,12 @@ def run_bench(settings: BenchSettings, out: Path, *, jobs: int = 1, on_plan: Cal
     suites.preflight(settings, settings.agent_config(config))
     packaged = programbench.is_programbench(settings.suite)
     found = programbench.suite(settings, paths) if packaged else suites.resolve(settings)
+    if settings.check_only and not settings.calibrates:
+        raise UsageError(f"{settings.suite} is graded by its own package, which ships no reference solutions: "
+                         "there is nothing to calibrate")
+    if settings.check_only and all(t.solution is False for t in found.tasks):
+        raise UsageError(f"no task of {settings.suite} ships a reference solution (solution/solve.sh): there is "
+                         "nothing to calibrate")
     paths = open_run(out, settings)
     with WorkspaceLock(paths.lock):  # two runners on one OUT would start the same jobs twice
         entries = plan_tasks(settings, paths, found)
@@ -222,20 +248,22 @@ def run_bench(settings: BenchSettings, out: Path, *, jobs: int = 1, on_plan: Cal
         bench = Bench(settings, paths, jobs, on_start, on_done)
         on_plan(len(entries), sum(1 for e in entries if paths.agent_job(e["key"]).complete()))
         result = bench.run(entries)
-        result.summary = write_summary(paths, settings, result.records)
+        result.summary = write_summary(paths, settings, metric)
     return result
 
 
-def write_summary(paths: RunPaths, settings: BenchSettings,
-                  records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    found, invalid = records_of(paths, settings)
-    summary = summarize(records if records is not None else found, settings.model_dump(mode="json"), invalid)
+def write_summary(paths: RunPaths, settings: BenchSettings, metric: str | None = None) -> dict[str, Any]:
+    """Recompute the run's summary from its Harbor jobs with the headline `metric`, and write summary.json/.md
+    (a --metric no task reports is refused before anything is written)."""
+    found, invalid = records_of(paths, settings, metric)
+    check_metric(metric, found)
+    summary = summarize(found, settings.model_dump(mode="json"), invalid, metric)
     atomic_write_json(paths.summary_json, summary)
     atomic_write_text(paths.summary_md, markdown(summary))
     return summary
 
 
-def report_run(out: Path) -> tuple[RunPaths, dict[str, Any]]:
+def report_run(out: Path, metric: str | None = None) -> tuple[RunPaths, dict[str, Any]]:
     """Recompute a run's summary from its Harbor jobs (and rewrite summary.json/.md)."""
     paths, settings = load_run(out)
-    return paths, write_summary(paths, settings)
+    return paths, write_summary(paths, settings, metric)

@@ -59,10 +59,20 @@ class BenchSettings(BaseModel):
     """hoh settings (--set KEY=VALUE), applied last."""
     programbench_download: bool = False
     """ProgramBench only: fetch missing test data from its hub (with a timeout) instead of failing."""
+    calibrate: bool = True
+    """Grade each task's reference solution first (calibrate.py); --no-calibrate skips it."""
+    check_only: bool = False
+    """`hoh bench check`: only the calibration, no agent."""
 
     @property
     def is_oracle(self) -> bool:
         return self.harness == ORACLE
+
+    @property
+    def calibrates(self) -> bool:
+        """The oracle's own run is its calibration, and ProgramBench's package grades by its own tests."""
+        packaged = self.suite == "programbench" or self.suite.startswith("programbench:")
+        return self.calibrate and (self.check_only or not self.is_oracle) and not packaged
 
     def hoh_overrides(self) -> list[str]:
         """What the mode and the ablations add to the hoh config, before the user's --set."""

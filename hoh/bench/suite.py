@@ -45,6 +45,15 @@ class BenchTask:
     """The local task dir when there is one."""
     error: str | None = None
     """Why this task cannot run here at all (e.g. a ProgramBench image missing): reported, never started."""
+    solution: bool | None = None
+    """Whether the task ships a reference solution (None: not known before Harbor fetches the task)."""
+    reward_max: dict[str, float] = field(default_factory=dict)
+    """The task's own maximum per reward key, from its task.toml's [metadata] ({}: 1.0 each)."""
+
+    def entry(self) -> dict[str, Any]:
+        """The task as tasks.json keeps it."""
+        return {"key": self.key, "config": self.config, **({"error": self.error} if self.error else {}),
+                "solution": self.solution, "reward_max": self.reward_max}
 
 
 @dataclass(frozen=True)
@@ -121,10 +130,23 @@ def resolve(settings: BenchSettings) -> Suite:
         raise UsageError(f"suite {spec} has no valid task ({reasons})" if reasons else
                          f"suite {spec} has no task matching {', '.join(include or [])}")
     names = [c.get_task_id().get_name() for c in configs]
-    tasks = tuple(BenchTask(key, c.model_dump(mode="json", exclude_defaults=True),
-                            c.path if c.path is not None and c.git_url is None else None)
-                  for key, c in zip(_unique(names), configs))
-    return Suite(spec, tasks, tuple(invalid))
+    tasks = []
+    for key, c in zip(_unique(names), configs):
+        local = c.path if c.path is not None and c.git_url is None else None
+        solution, limits = reference_of(local) if local is not None else (None, {})
+        tasks.append(BenchTask(key, c.model_dump(mode="json", exclude_defaults=True), local, solution=solution,
+                               reward_max=limits))
+    return Suite(spec, tuple(tasks), tuple(invalid))
+
+
+def reference_of(task_dir: Path) -> tuple[bool, dict[str, float]]:
+    """Whether a local task ships a reference solution Harbor's oracle can run, and its reward maxima."""
+    from harbor.models.task.task import Task
+
+    from .calibrate import reward_max
+    task = Task(task_dir)
+    solution = task.paths.discovered_solve_path_for(task.config.environment.os) is not None
+    return solution, reward_max(task.config.metadata)
 
 
 def preflight(settings: BenchSettings, agent: dict[str, Any]) -> None:

@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import typer
 
 from ..errors import Interrupted, UsageError
 from .console import err as err_console
+from .bench_render import check_line, plain, render_check, render_comparison, render_summary, task_line
 from .console import out as out_console
 from .usage import UsageCommand
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 # hoh.bench and rich's consoles and tables are imported inside the commands: `hoh --help` and the
 # other commands never load them.
@@ -24,55 +22,6 @@ app = typer.Typer(name="bench", no_args_is_help=True, add_completion=False, rich
                   help="Benchmarks on Harbor: one hoh run per task, every loop graded by the task's verifier (HoH@1..@T).")
 
 SUITE_HELP = "A Harbor task dir, a dir of Harbor tasks, a Harbor dataset (NAME[@VERSION]), or programbench[:REGEX]."
-
-
-def plain(console: "Console", text: str) -> None:
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-def task_line(record: dict[str, Any]) -> str:
-    from ..bench.report import fmt
-    scores = " ".join(f"@{i} {fmt(s, 2)}" for i, s in enumerate(record["scores"], 1))
-    wall = f" ({record['wall_seconds']:.0f}s)" if record.get("wall_seconds") is not None else ""
-    note = f" · {record['error']}" if record.get("error") else ""
-    return f"{record['task']}: {record['outcome']} {scores}{wall}{note}"
-
-
-def render_summary(console: "Console", summary: dict[str, Any]) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    from ..bench.report import fmt, label
-    ks = [e["loop"] for e in summary["hoh_at"]]
-    costs = any(t.get("cost_usd") is not None for t in summary["tasks"])
-    table = Table(show_edge=False)
-    for col in ["task", "outcome", *[f"@{k}" for k in ks], "tokens", *(["cost"] if costs else []), "wall", "note"]:
-        table.add_column(col, overflow="fold" if col == "note" else "ellipsis")
-    for t in summary["tasks"]:
-        tokens = t["tokens"]
-        total = f"{tokens['input'] + tokens['output']:,}" if tokens else "–"
-        cost = [f"${t['cost_usd']:.4f}" if t.get("cost_usd") is not None else "–"] if costs else []
-        table.add_row(Text(t["task"]), t["outcome"], *[fmt(s) for s in t["scores"]], total, *cost,
-                      f"{fmt(t['wall_seconds'], 1)}s", Text((t["error"] or "")[:300]))
-    for bad in summary["invalid"]:
-        table.add_row(Text(bad["task"]), "invalid", *["–" for _ in ks], "–", *(["–"] if costs else []), "–",
-                      Text(bad["reason"][:300]))
-    table.add_section()
-    tok = summary["tokens"]
-    table.add_row("[bold]mean", f"{summary['scored']}/{summary['trials']} scored",
-                  *[fmt(e["mean"]) for e in summary["hoh_at"]], f"{tok['input'] + tok['output']:,}",
-                  *([f"${summary['cost_usd']:.4f}" if summary.get("cost_usd") is not None else "–"] if costs else []),
-                  "", "")
-    console.print(table)
-    curve = " → ".join(f"HoH@{e['loop']} {fmt(e['mean'])}" for e in summary["hoh_at"])
-    cost = f" · cost ${summary['cost_usd']:.2f}" if summary.get("cost_usd") is not None else ""
-    per_point = f" · {fmt(summary['tokens_per_point'], 1)} tokens/point" if summary.get("tokens_per_point") else ""
-    if summary.get("cost_per_point"):
-        per_point += f" · ${summary['cost_per_point']:.4f}/point"
-    plain(console, f"{label(summary['settings'])}: {curve} · pass rate {fmt(summary['pass_rate'], 2)} · outcomes "
-          + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items()) + per_point + cost)
-    for key, points in summary["by_key"].items():
-        plain(console, f"  {key}: " + " → ".join(f"@{e['loop']} {fmt(e['mean'])}" for e in points))
 
 
 @app.command(cls=UsageCommand)
@@ -111,6 +60,12 @@ def run(
                                                rich_help_panel="Run"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No line per task as it starts and ends.",
                                rich_help_panel="Run"),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="First grade each task's reference "
+                                   "solution here; a task it cannot bring to the maximum is not gradable here.",
+                                   rich_help_panel="Grading"),
+    metric: Optional[str] = typer.Option(None, "--metric", help="The reward key the headline HoH@k is of "
+                                         "(default: reward, the only key, or the mean of the keys).",
+                                         rich_help_panel="Grading"),
 ) -> None:
     """Run SUITE on Harbor: per task one agent trial (hoh, or Harbor's oracle), then one grading trial per loop."""
     from ..bench import settings as s
@@ -119,7 +74,7 @@ def run(
     settings = bench_settings(suite, env=env, harness=harness, model=model, base_url=base_url,
                               api_key_env=api_key_env, mode=mode, ablate=ablate, include=include,
                               loops=loops or s.default_loops(mode, harness), hoh=frozen_config(config),
-                              overrides=set_, programbench_download=programbench_download)
+                              overrides=set_, programbench_download=programbench_download, calibrate=calibrate)
 
     def planned(total: int, done: int) -> None:
         if not quiet and done:
@@ -127,20 +82,54 @@ def run(
 
     def started(key: str, what: str) -> None:
         if not quiet:
-            plain(err, f"{key}: {'agent trial' if what == 'agent' else 'grading each loop'} …")
+            plain(err, f"{key}: {STARTS[what]} …")
 
     def finished(record: dict[str, Any]) -> None:
         if not quiet:
             plain(err, task_line(record))
 
     try:
-        result = run_bench(settings, out_dir, jobs=jobs, on_plan=planned, on_start=started, on_done=finished)
+        result = run_bench(settings, out_dir, jobs=jobs, on_plan=planned, on_start=started, on_done=finished,
+                           metric=metric)
     except KeyboardInterrupt:
         raise Interrupted("interrupted; Harbor stopped its trials; rerun the same command to resume them") from None
     render_summary(out, result.summary)
     plain(out, f"Harbor jobs: {result.paths.jobs} (harbor view {result.paths.jobs}) · summary: {result.paths.summary_md}")
     if result.summary["errors"] or any(r["outcome"] == "pending" for r in result.records):
-        plain(err, "some tasks ended in error (listed above with Harbor's reason)")
+        plain(err, "some tasks ended in error or are not gradable here (listed above with the cause)")
+        raise typer.Exit(1)
+
+
+STARTS = {"calibrate": "grading its reference solution", "agent": "agent trial", "grade": "grading each loop"}
+
+
+@app.command(cls=UsageCommand)
+def check(
+    suite: str = typer.Argument(..., help=SUITE_HELP),
+    out_dir: Path = typer.Option(Path("hoh-check"), "--out", "-o", help="Run directory (Harbor's job dirs go under "
+                                 "OUT/jobs); rerun the same command to resume it."),
+    env: str = typer.Option("docker", "--env", "-e", help="Harbor environment: docker, podman, daytona, modal, ... "
+                            "or module.path:ClassName."),
+    include: list[str] = typer.Option([], "--include", "-i", help="Only tasks whose name matches this glob "
+                                      "(repeatable)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Harbor trials at once."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Can SUITE be graded here? Each task's reference solution, graded by its verifier in ENV (no agent)."""
+    from ..bench.runner import bench_settings, run_bench
+    out, err = out_console(), err_console()
+    settings = bench_settings(suite, env=env, harness="oracle", loops=1, include=include, check_only=True)
+    try:
+        result = run_bench(settings, out_dir, jobs=jobs, on_done=lambda r: plain(err, check_line(r)))
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted; Harbor stopped its trials; rerun the same command to resume them") from None
+    if as_json:
+        print(json.dumps({"suite": suite, "tasks": [{"task": r["task"], "state": str(r["outcome"]),
+                                                     **(r.get("calibration") or {})} for r in result.records]},
+                         indent=2))
+    else:
+        render_check(out, result.records)
+    if any(r["outcome"] in ("not_gradable", "pending") for r in result.records):
         raise typer.Exit(1)
 
 
@@ -153,6 +142,8 @@ def report(
     html: bool = typer.Option(False, "--html", help="Write a self-contained HTML report with HoH@k curves."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="With --html: the file to write "
                                           "(default: OUT/report.html)."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="The reward key the headline HoH@k is of "
+                                         "(default: reward, the only key, or the mean of the keys)."),
 ) -> None:
     """HoH@k per task and mean, pass rate, errors, tokens; with --compare, deltas and pairwise win rates."""
     from rich.table import Table
@@ -167,14 +158,14 @@ def report(
             raise UsageError("--html and --json are two outputs; choose one")
         from ..report import write_bench_report
 
-        path, bench = write_bench_report([out_dir, *compare], output)
+        path, bench = write_bench_report([out_dir, *compare], output, metric)
         for one in bench.runs:
             plain(out, f"{one.label}: " + " → ".join(f"HoH@{p['loop']} {fmt(p['mean'])}" for p in one.curve()))
         plain(out, f"report: {path}")
         return
     if output is not None:
         raise UsageError("-o names the HTML file; add --html")
-    summaries = [report_run(path)[1] for path in [out_dir, *compare]]
+    summaries = [report_run(path, metric)[1] for path in [out_dir, *compare]]
     if not compare:
         if as_json:
             print(json.dumps(summaries[0], indent=2))
@@ -197,25 +188,6 @@ def report(
         table.add_row(Text(f"{chr(65 + i)} = {name}"), *[fmt(v) if v is not None else "" for v in rates["matrix"][i]],
                       fmt(rates["dominance"][i]))
     out.print(table)
-
-
-def render_comparison(out_dir: Path, other: Path, cmp: dict[str, Any]) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    from ..bench.report import fmt
-    out = out_console()
-    plain(out, f"A = {out_dir}: {cmp['a']}\nB = {other}: {cmp['b']}")
-    for title, rows, key in (("metric", cmp["rows"], "metric"), ("task", cmp["tasks"], "task")):
-        table = Table(show_edge=False)
-        for col in (title, "A", "B", "B − A"):
-            table.add_column(col)
-        for row in rows:
-            table.add_row(Text(row[key]), fmt(row["a"]), fmt(row["b"]), fmt(row["delta"]))
-        out.print(table)
-    rate = cmp["b_win_rate"]
-    plain(out, f"B over A: {rate['wins']} wins, {rate['ties']} ties, {rate['losses']} losses on {rate['tasks']} "
-          f"tasks · win rate {fmt(rate['rate'])}")
 
 
 @app.command("list", cls=UsageCommand)

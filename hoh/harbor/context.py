@@ -6,7 +6,8 @@ from typing import Any
 
 from harbor.models.agent.context import AgentContext
 
-LOOP_KEYS = ("loop", "status", "verdict", "candidate_id", "criteria_verified", "criteria_total", "seconds", "artifact")
+LOOP_KEYS = ("loop", "status", "verdict", "candidate_id", "criteria_verified", "criteria_total", "seconds", "artifact",
+             "error")
 
 
 def fill_context(context: AgentContext, summary: dict[str, Any]) -> None:

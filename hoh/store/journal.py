@@ -23,8 +23,8 @@ from ..statuses import LoopStatus, RunStatus
 from ..usage import Usage
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, EnvironmentStarted, EnvironmentStopped, Event,
                      EventError, LoopFinished, LoopStarted,
-                     ProcessStarted, QuotaWait, RunFinished, RunStarted, StepFinished, StopRequested,
-                     ViolationBetweenRoles)
+                     ProcessStarted, QuotaWait, RoleFailed, RunFinished, RunStarted, StepFinished,
+                     StopRequested, ViolationBetweenRoles)
 
 JOURNAL_SCHEMA_VERSION = 1
 BETWEEN_ROLES = "between roles"
@@ -177,6 +177,8 @@ class LoopStats:
     finished: float | None = None
     progress: dict[str, int] | None = None
     """behaviours_added, reverified, issues_closed (None in journals before progress was recorded)."""
+    failure: str | None = None
+    """Why a role of this loop failed (its role and last error), when one did."""
 
     @property
     def made_progress(self) -> bool:
@@ -197,7 +199,7 @@ class LoopStats:
             criteria_total=self.criteria, issues=self.issues, progress=self.progress, seconds=self.seconds,
             role_seconds=dict(self.role_seconds), attempts=dict(self.attempts), violations=dict(self.violations),
             tokens=total.total_tokens, cost_usd=total.cost_usd,
-            usage={role: usage.to_json() for role, usage in self.usage.items()})
+            usage={role: usage.to_json() for role, usage in self.usage.items()}, error=self.failure)
 
 
 @dataclass
@@ -285,6 +287,9 @@ class RunHistory:
             stats.progress = ev.progress
             # A loop from a journal that did not record progress is not counted against patience.
             self.no_progress_streak = 0 if ev.progress is None or stats.made_progress else self.no_progress_streak + 1
+        elif isinstance(ev, RoleFailed):
+            last = ev.errors[-1] if ev.errors else "no error message"
+            self._loop(ev.loop).failure = f"{ev.role} failed after {ev.attempts} attempt(s): {last}"
         elif isinstance(ev, QuotaWait):
             self.quota_wait = ev
         elif isinstance(ev, BudgetStop):
