@@ -186,11 +186,11 @@ TRUST = REPO / "tests" / "data" / "bench_trust"
 
 @pytest.fixture(scope="session")
 def bench_trust(harbor, tmp_path_factory) -> dict[str, Path]:
-    """`hoh bench run tests/data/bench_trust` on Docker, once per session, two runs at once: `stop` (two loops,
+    """`hoh bench run tests/data/bench_trust` on Docker, once per session, two runs at once: `stop` (three loops,
     a failed role stops the run, every task) and `one` (one loop, the bench's own policy of going on past a
     failed role, only no-model and twokeys). Each run's exit code and output are kept beside it (NAME.json)."""
     def make(root: Path) -> None:
-        procs = {"stop": harbor.hoh_async("bench", "run", TRUST, "--harness", "scripted", "--loops", "2", "--env",
+        procs = {"stop": harbor.hoh_async("bench", "run", TRUST, "--harness", "scripted", "--loops", "3", "--env",
                                           "docker", "-o", root / "stop", "-j", "4", "-q",
                                           "--set", "policy.on_role_failure=stop"),
                  "one": harbor.hoh_async("bench", "run", TRUST, "--harness", "scripted", "--loops", "1", "--env",

@@ -4,9 +4,9 @@ reward.txt beside reward.json, a prebuilt `docker_image`, a separate verifier en
 sidecar, `network_mode = "no-network"` (which Harbor's Docker environment cannot enforce here), a
 verifier whose environment cannot start, `[[steps]]`, and a loop that leaves no candidate.
 
-`hoh bench` runs two loops; the scripts have one (except `late`'s), so loop 2 fails in every other task
-and carries loop 1's grade. The plain run is `harbor run --agent hoh.harbor:HohAgent` with one loop,
-whose own verifier grades loop 1's candidate in place.
+`hoh bench` runs two loops; every script does the same in both (except `late`'s, whose loop 1 Developer
+fails). The plain run is `harbor run --agent hoh.harbor:HohAgent` with one loop, whose own verifier grades
+loop 1's candidate in place.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from hoh.bench.results import load_run, trial_results
 
 SHAPES = REPO / "tests" / "data" / "bench_shapes"
 SCORED = {"multikey": {"reward": 1.0, "docs": 0.0}, "both-files": {"reward": 1.0}, "prebuilt": {"reward": 1.0},
-          "separate": {"reward": 1.0}, "sidecar": {"reward": 1.0}, "late": {"reward": 0.0}}
+          "separate": {"reward": 1.0}, "sidecar": {"reward": 1.0}}
 ERRORS = ("broken-verifier", "no-network", "steps")
 
 
@@ -58,7 +58,7 @@ def test_scored_shapes_get_the_rewards_a_plain_harbor_run_gives(shapes):
     # every reward key is kept: HoH@t per key where a suite has several
     multikey = shapes["bench"]["multikey"]
     assert multikey["scores"] == [1.0, 1.0]
-    assert "docs: @1 0.000 → @2 0.000" in shapes["stdout"] and "reward: @1 0.833 → @2 1.000" in shapes["stdout"]
+    assert "docs: @1 0.000 → @2 0.000" in shapes["stdout"] and "reward: @1 1.000 → @2 1.000" in shapes["stdout"]
 
 
 def test_both_reward_files_are_read_as_harbor_reads_them(shapes):
@@ -73,15 +73,17 @@ def test_a_separate_verifier_grades_the_replayed_candidate_as_an_artifact(shapes
     assert grade["verifier_environment_mode"] == "separate" and grade["verifier_result"]["rewards"] == {"reward": 1.0}
 
 
-def test_a_loop_without_a_candidate_carries_the_last_grade_and_before_any_it_is_a0(shapes):
-    multikey = shapes["bench"]["multikey"]
-    assert multikey["loops"][1]["hoh_status"] == "planner_failed" and multikey["loops"][1]["graded_loop"] == 1
+def test_a_loop_whose_role_failed_is_an_error_and_never_graded_as_the_starting_state(shapes):
     late = shapes["bench"]["late"]
-    assert [(e["hoh_status"], e["graded_loop"], e["score"]) for e in late["loops"]] == \
-        [("developer_failed", 0, 0.0), ("pass", 2, 1.0)]
+    assert [(e["state"], e["hoh_status"], e["graded_loop"], e["score"]) for e in late["loops"]] == \
+        [("failed", "developer_failed", None, None), ("graded", "pass", 2, 1.0)]
+    assert late["outcome"] == "error" and late["error"].startswith("loop 1: developer failed after")
+    # the plain run's verifier graded what the failed loop left, A_0 as the task ships it: 0, a silent zero
+    assert shapes["plain"]["late"].result["verifier_result"]["rewards"] == {"reward": 0.0}
     graded = {r["agent_info"]["name"]: r["verifier_result"]["rewards"]
               for _, r in trial_results(shapes["out"] / "jobs" / "late.grade")}
-    assert graded == {"nop": {"reward": 0.0}, "hoh-candidate": {"reward": 1.0}}  # A_0 as the task ships it
+    assert graded == {"hoh-candidate": {"reward": 1.0}}  # only loop 2's candidate: nothing grades A_0
+    assert [e["state"] for e in shapes["bench"]["multikey"]["loops"]] == ["graded", "graded"]
 
 
 def test_errors_carry_the_reason_harbor_gives_and_are_never_scores(shapes):

@@ -4,9 +4,11 @@ candidate graded by the task's own Harbor verifier (HoH@1..@T); modes, ablations
     settings.py      BenchSettings: suite, environment, harness or Harbor's oracle, mode, ablations, T
     suite.py         the suite's tasks through Harbor's task model; Harbor's preflight of env and agent
     jobs.py          one Harbor job: its JobConfig file, `harbor run -c`, stopping it on Ctrl-C
-    runner.py        a whole run: checks → OUT → per task an agent job, then a grade job → summary
+    runner.py        a whole run: checks → OUT → per task a calibration, an agent and a grade job → summary
     results.py       the OUT directory and reading Harbor's trial results (no Harbor import)
-    records.py       one record per task: HoH@t per loop, rewards per key, errors, tokens
+    calibrate.py     the task's reference solution graded here: gradable, or not gradable here and why
+    causes.py        the line of an error (or a verifier's log) that says why
+    records.py       one record per task: each loop's state and grade, rewards per key, errors, tokens
     report.py        summaries, Markdown, comparisons, pairwise win rates and Dominance
     programbench.py  ProgramBench through its package: instances → Harbor tasks, graded by the package
     listing.py       `hoh bench list`

@@ -68,9 +68,9 @@ def render_summary(console: "Console", summary: dict[str, Any]) -> None:
     per_point = f" · {fmt(summary['tokens_per_point'], 1)} tokens/point" if summary.get("tokens_per_point") else ""
     if summary.get("cost_per_point"):
         per_point += f" · ${summary['cost_per_point']:.4f}/point"
-    plain(console, f"{label(summary['settings'])} ({summary['headline']}): {curve} · pass rate "
-          f"{fmt(summary['pass_rate'], 2)} · outcomes " + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
-          + per_point + cost)
+    plain(console, f"{label(summary['settings'])}: {curve} · pass rate {fmt(summary['pass_rate'], 2)} · outcomes "
+          + ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items()) + per_point + cost
+          + f" · headline: {summary['headline']}")
     if len(summary["by_key"]) > 1:
         for key, points in summary["by_key"].items():
             plain(console, f"  {key}: " + " → ".join(f"@{e['loop']} {fmt(e['mean'])}" for e in points))
