@@ -20,12 +20,12 @@ from harbor_env import EXAMPLES, bench_runs, finish, harbor  # noqa: F401 - fixt
 
 from hoh.bench.results import trial_results
 
-CELLS = {
+CELLS = {  # kvstore's reference solution is graded once, in the vanilla cell; the others skip it
     "vanilla": ["--mode", "vanilla"],
-    "continuation": ["--mode", "continuation", "--loops", "2"],
-    "no-plan-update": ["--ablate", "plan-update", "--loops", "2"],
-    "no-evidence": ["--ablate", "evidence", "--loops", "2"],
-    "no-warm-start": ["--ablate", "warm-start", "--loops", "2"],
+    "continuation": ["--mode", "continuation", "--loops", "2", "--no-calibrate"],
+    "no-plan-update": ["--ablate", "plan-update", "--loops", "2", "--no-calibrate"],
+    "no-evidence": ["--ablate", "evidence", "--loops", "2", "--no-calibrate"],
+    "no-warm-start": ["--ablate", "warm-start", "--loops", "2", "--no-calibrate"],
 }
 
 
@@ -86,6 +86,15 @@ def test_hoh_mode_runs_planner_developer_qa_with_evidence(cells):
     assert [f["path"] for f in c.inputs(2, "planner")["files"]] == ["spec.md", "state/INDEX.md", "state/ledger.json"]
     assert c.json(2, "qa")["verdict"] == "pass"
     assert c.config()["policy"]["on_role_failure"] == "continue"  # a benchmark goes on past a failed role
+
+
+def test_calibration_grades_the_reference_solution_once_unless_switched_off(cells):
+    assert cells["vanilla"].record["calibration"]["state"] == "gradable"
+    [(_, oracle)] = trial_results(cells["vanilla"].out / "jobs" / "kvstore.calibrate")
+    assert oracle["agent_info"]["name"] == "oracle" and oracle["verifier_result"]["rewards"] == {"reward": 1.0}
+    off = cells["continuation"]
+    assert off.record["calibration"]["state"] == "off" and not (off.out / "jobs" / "kvstore.calibrate").exists()
+    assert off.settings["calibrate"] is False
 
 
 def test_vanilla_is_one_developer_pass(cells):

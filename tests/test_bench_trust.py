@@ -186,7 +186,8 @@ def test_an_error_note_leads_with_its_cause_and_keeps_the_full_text():
 @pytest.mark.parametrize("output, line", [
     ("curl: (6) Could not resolve host: astral.sh", "curl: (6) Could not resolve host: astral.sh"),
     ("Traceback (most recent call last):\n  File \"/t.py\", line 1, in <module>\n    import gamecraft_bench\n"
-     "ModuleNotFoundError: No module named 'gamecraft_bench'", "ModuleNotFoundError: No module named 'gamecraft_bench'"),
+     "ModuleNotFoundError: No module named 'gamecraft_bench'",
+     "ModuleNotFoundError: No module named 'gamecraft_bench'"),
     ("test.sh: line 3: godot: command not found", "test.sh: line 3: godot: command not found"),
 ])
 def test_telling_lines_are_the_verifier_s_own_words(output, line):

@@ -11,7 +11,9 @@ from .suite import harbor, lint_reason, resolve
 
 
 def list_suite(spec: str, include: list[str]) -> list[dict[str, Any]]:
-    """One row per task: name, description, metadata, status (ok | invalid | unavailable) and why."""
+    """One row per task: name, description, metadata (with whether it ships a reference solution, which
+    `hoh bench check` grades to tell whether the task can be graded here), status (ok | invalid | unavailable)
+    and why."""
     if programbench.is_programbench(spec):
         rows = []
         for inst in programbench.instances(spec.partition(":")[2] or None):
@@ -38,6 +40,7 @@ def list_suite(spec: str, include: list[str]) -> list[dict[str, Any]]:
                                  "network": model.config.environment.network_mode.value
                                  if model.config.environment.network_mode else None,
                                  "steps": len(model.config.steps or []) or None,
+                                 "reference solution": "yes" if task.solution else "no (not calibrated)",
                                  "verifier": "separate" if model.config.verifier.environment
                                  or (model.config.verifier.environment_mode or "") == "separate" else None})
         rows.append(row)

@@ -51,8 +51,9 @@ def check_metric(metric: str | None, records: list[dict[str, Any]]) -> None:
         return
     keys = reward_keys(records)
     if metric not in keys:
-        known = ", ".join(keys) if keys else "none yet: no loop was graded"
-        raise UsageError(f"--metric {metric}: no task reports that reward key (keys here: {known})")
+        known = f"choose one of: {', '.join(keys)}" if keys else "none is reported yet: no loop was graded"
+        raise UsageError(f"--metric {metric}: no task reports that reward key ({known}); the run's results are "
+                         "kept")
 
 
 def summarize(records: list[dict[str, Any]], settings: dict[str, Any],
