@@ -271,7 +271,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     elif len(both) < max(a["scored"], b["scored"]):
         notes.append(f"HoH@k compares the {len(both)} tasks both runs scored")
     if la != lb:
-        notes.append(f"A ran {la} loops and B {lb}: HoH@k beyond {min(la, lb)} has no value for the shorter run")
+        notes.append(f"A ran {la} loop{'s' * (la != 1)} and B {lb}: HoH@k beyond {min(la, lb)} has no value for "
+                     "the shorter run")
     if a.get("headline") != b.get("headline"):
         notes.append(f"the headline metrics differ (A {a.get('headline')}, B {b.get('headline')})")
     return {"schema_version": SUMMARY_SCHEMA_VERSION, "a": label(a["settings"]), "b": label(b["settings"]),
