@@ -174,5 +174,8 @@ def prune_empty_dirs(root: Path) -> None:
     that held only empty ones goes too; a link is something (never followed). A sealed loop holds files only:
     directories left with nothing copied into them (what was there was left behind) are not kept."""
     for directory, _dirs, _files in os.walk(root, topdown=False):
-        if directory != str(root) and not os.listdir(directory):
-            os.rmdir(directory)
+        try:
+            if directory != str(root) and not os.listdir(directory):
+                os.rmdir(directory)
+        except OSError:  # one that cannot be read or removed is kept (and the sealed check names it)
+            continue

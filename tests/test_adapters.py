@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from hoh.cli.doctor import credential
 from hoh.config import HarnessConfig
 from hoh.errors import HarnessUnavailable
 from hoh.harness import registry
@@ -107,6 +108,7 @@ def test_a_key_less_endpoint_gets_a_provider_without_a_real_key(name, tmp_path, 
         assert not [o for o in argv if "env_key" in o]
     else:
         assert env["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert credential(a).startswith("none: a key-less endpoint")  # what `hoh doctor` says
     own_login = adapter(name).env(request("developer", tmp_path))  # no endpoint: no placeholder either
     assert PLACEHOLDER_KEY not in own_login.values()
 

@@ -66,7 +66,7 @@ def no_process_mentions(path: Path) -> bool:
 def test_real_cli_builds_the_demo(name, reference, tmp_path):
     ref_ws, script = reference
     ws = tmp_path / "ws"
-    with MockLLM(script=script) as mock:
+    with MockLLM(script=script, require_key=True) as mock:  # a request without the key would get a 401
         result = run_hoh("build", DEMO / "spec.md", *harness_flags(name, mock), "--loops", "2", "-w", ws, "-q")
         requests = mock.requests()
     assert result.returncode == 0, result.stderr
