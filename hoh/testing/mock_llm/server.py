@@ -8,10 +8,10 @@ Endpoints (a `/v1` prefix is optional, so a base URL with or without it works):
                               are Anthropic-shaped and carry `retry-after` (seconds) as well
 * `GET  /v1/models`           a model list
 * `POST /__control`           change `Settings` (and `script`) at runtime; answers the state
+* `GET  /__state`             the current settings and request count
 
 With `require_key` a model request without a credential header gets a 401; by default the mock is a
 key-less endpoint.
-* `GET  /__state`             the current settings and request count
 
 Streams use chunked transfer encoding, so a cut (`midstream`) is a transport error for the
 client rather than a short but well-formed body. Every model request is logged *before* it
