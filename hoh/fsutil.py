@@ -165,13 +165,17 @@ def copy_regular_tree(src: Path, dst: Path, max_file_bytes: int) -> list[str]:
                     skipped.append(rel)
             except OSError:
                 skipped.append(rel)
-    _prune_empty_dirs(dst)
+    prune_empty_dirs(dst)
     return skipped
 
 
-def _prune_empty_dirs(root: Path) -> None:
-    """Directories left with nothing copied into them (what was there was left behind) are not kept: a
-    sealed loop holds files only."""
-    for directory, dirs, files in os.walk(root, topdown=False):
-        if directory != str(root) and not os.listdir(directory):
-            os.rmdir(directory)
+def prune_empty_dirs(root: Path) -> None:
+    """Remove the directories under `root` (not `root` itself) with nothing in them, deepest first, so one
+    that held only empty ones goes too; a link is something (never followed). A sealed loop holds files only:
+    directories left with nothing copied into them (what was there was left behind) are not kept."""
+    for directory, _dirs, _files in os.walk(root, topdown=False):
+        try:
+            if directory != str(root) and not os.listdir(directory):
+                os.rmdir(directory)
+        except OSError:  # one that cannot be read or removed is kept (and the sealed check names it)
+            continue

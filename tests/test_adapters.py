@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from hoh.cli.doctor import credential
 from hoh.config import HarnessConfig
 from hoh.errors import HarnessUnavailable
 from hoh.harness import registry
 from hoh.harness.attempt import Outcome, RoleRequest
+from hoh.harness.egress_policy import PLACEHOLDER_KEY
 from hoh.harness.secrets import redact_files
 
 STREAMS = REPO / "tests" / "data" / "harness_streams"
@@ -81,6 +83,34 @@ def test_only_needed_variables_are_forwarded(name, tmp_path, monkeypatch):
     assert env["HOH_TEST_KEY"] == "sk-sentinel-abcdef"
     assert "OPENAI_API_KEY" not in env and "HTTPS_PROXY" not in env
     assert env["HOME"] == str(tmp_path / "home")
+
+
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi", "claude"])
+def test_a_key_less_endpoint_gets_a_provider_without_a_real_key(name, tmp_path, monkeypatch):
+    """`base_url` without `api_key_env`: each CLI is still configured for the endpoint (Pi refuses a provider
+    without an `apiKey`, Claude Code runs only with a key), holding at most hoh's placeholder."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-user-own-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-user-own-key")
+    a = adapter(name, model="mock-model", base_url="http://127.0.0.1:9/v1")
+    req = request("developer", tmp_path)
+    a.prepare(req)
+    argv, env = a.build_argv(req), a.env(req)
+    assert "sk-user-own-key" not in json.dumps([argv, env])
+    if name == "pi":
+        provider = json.loads((tmp_path / "home/.pi/agent/models.json").read_text())["providers"]["hoh"]
+        assert provider["apiKey"] == PLACEHOLDER_KEY and PLACEHOLDER_KEY not in os.environ
+        assert provider["baseUrl"] == "http://127.0.0.1:9/v1" and option(argv, "--provider") == "hoh"
+    elif name == "opencode":
+        options = a.opencode_config(req)["provider"]["hoh"]["options"]
+        assert options == {"baseURL": "http://127.0.0.1:9/v1"}
+    elif name == "codex":
+        assert "model_providers.hoh.base_url=http://127.0.0.1:9/v1" in argv
+        assert not [o for o in argv if "env_key" in o]
+    else:
+        assert env["ANTHROPIC_API_KEY"] == PLACEHOLDER_KEY and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert credential(a).startswith("none: a key-less endpoint")  # what `hoh doctor` says
+    own_login = adapter(name).env(request("developer", tmp_path))  # no endpoint: no placeholder either
+    assert PLACEHOLDER_KEY not in own_login.values()
 
 
 def option(argv, flag):

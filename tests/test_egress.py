@@ -223,7 +223,20 @@ def test_a_chunked_request_body_goes_up_whole(open_route, upstream):
     response = route.request("POST", "/v1/chat/completions", body=iter([b'{"a":', b"", b' 1}']),
                              headers={"Transfer-Encoding": "chunked", "Authorization": f"Bearer {PLACEHOLDER_KEY}"})
     assert response.status == 200 and json.loads(response.read())["body"] == '{"a": 1}'
-    assert upstream.seen[-1]["headers"]["authorization"] == f"Bearer {PLACEHOLDER_KEY}"  # no credential: as it came
+    assert "authorization" not in upstream.seen[-1]["headers"]  # no credential: no made-up key goes on
+
+
+def test_a_key_less_endpoint_gets_no_placeholder_key_and_the_role_its_own_headers(open_route, upstream):
+    route = open_route(EgressPolicy(upstream=f"http://127.0.0.1:{upstream.server_port}/v1"))
+    response = route.request("POST", "/v1/chat/completions", body=b"{}",
+                             headers={"Authorization": f"Bearer {PLACEHOLDER_KEY}", "x-api-key": PLACEHOLDER_KEY,
+                                      "api-key": "the-role-s-own", "X-Other": PLACEHOLDER_KEY})
+    assert response.status == 200
+    seen = upstream.seen[-1]["headers"]
+    assert "authorization" not in seen and "x-api-key" not in seen
+    assert seen["api-key"] == "the-role-s-own" and seen["x-other"] == PLACEHOLDER_KEY  # nothing else is touched
+    [record] = route.records(1)
+    assert (record.kind, record.decision, record.status) == (Kind.MODEL, Decision.ALLOWED, 200)
 
 
 def test_connect_reaches_only_the_allowed_hosts(open_route, echo_port):

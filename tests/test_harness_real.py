@@ -66,7 +66,7 @@ def no_process_mentions(path: Path) -> bool:
 def test_real_cli_builds_the_demo(name, reference, tmp_path):
     ref_ws, script = reference
     ws = tmp_path / "ws"
-    with MockLLM(script=script) as mock:
+    with MockLLM(script=script, require_key=True) as mock:  # a request without the key would get a 401
         result = run_hoh("build", DEMO / "spec.md", *harness_flags(name, mock), "--loops", "2", "-w", ws, "-q")
         requests = mock.requests()
     assert result.returncode == 0, result.stderr
@@ -174,6 +174,34 @@ def test_a_stalled_model_hits_the_idle_timeout(name, tmp_path):
     attempt = json.loads((p.ws / "state/loops/0001/roles/planner/attempt-1/result.json").read_text())
     assert attempt["harness"]["outcome"] == "idle_timeout" and attempt["harness"]["duration_s"] < 30
     assert no_process_mentions(p.ws)
+
+
+CREDENTIALS = ("authorization", "x-api-key", "api-key")
+
+
+@pytest.mark.parametrize("network", ["egress", "shared"])
+@pytest.mark.parametrize("name", HARNESSES)
+def test_a_key_less_endpoint_is_reached_through_hoh_egress_and_without_it(name, network, tmp_path):
+    """`--base-url` without `--api-key-env`: every role reaches the model, through hoh's proxy (which sends
+    no made-up key on) and, with `sandbox.network: shared`, directly."""
+    p = one_loop_project(tmp_path)
+    mini = mock_script(yaml.safe_load(p.script_path.read_text()), _scripted_ws(p, tmp_path))
+    with MockLLM(script=mini) as mock:
+        result = run_hoh("build", p.spec, "--harness", name, "--model", MODEL[name], "--base-url", mock.base_url,
+                         "--loops", "1", "-w", p.ws, "-q", "--set", "policy.max_retries=0",
+                         "--set", f"sandbox.network={network}")
+        requests = mock.requests()
+    assert result.returncode == 0, result.stderr
+    assert {r["match"]["role"] for r in requests} >= {"planner", "developer", "qa"}  # opencode also asks for a title
+    events = [e["event"] for e in p.journal()]
+    assert "role_failed" not in events and api.status(p.ws)["loops_finished"] == 1
+    logs = list(p.ws.glob("state/loops/*/roles/*/attempt-*/egress.jsonl"))
+    if network == "egress":
+        assert not [r["headers"] for r in requests if set(r["headers"]) & set(CREDENTIALS)]
+        assert len(logs) == 3 and all(any(e["kind"] == "model" and e["decision"] == "allowed" and e["status"] == 200
+                                          for e in map(json.loads, log.read_text().splitlines())) for log in logs)
+    else:
+        assert logs == []
 
 
 def test_codex_read_only_planner_cannot_write(tmp_path):
@@ -289,13 +317,16 @@ def test_claude_http_faults_are_typed_within_the_configured_time(fault, expected
     assert api.status(p.ws)["loops_finished"] == 1
 
 
-def test_claude_without_a_key_is_an_auth_error_and_sends_nothing(tmp_path):
+@pytest.mark.parametrize("name", HARNESSES)
+def test_an_endpoint_that_wants_a_key_it_was_not_given_is_an_auth_error(name, tmp_path):
     p = one_loop_project(tmp_path)
-    with MockLLM() as mock:
-        result = run_hoh("build", p.spec, "--harness", "claude", "--model", MODEL["claude"], "--base-url",
-                         mock.base_url, "--loops", "1", "-w", p.ws, "-q", "--set", "policy.max_retries=0")
-        assert mock.requests() == []
-    assert result.returncode == 1 and "Not logged in" in result.stderr
+    with MockLLM(require_key=True) as mock:
+        result = run_hoh("build", p.spec, "--harness", name, "--model", MODEL[name], "--base-url",
+                         mock.base_url, "--loops", "1", "-w", p.ws, "-q", "--set", "policy.max_retries=0",
+                         "--set", "policy.transient_retries=0")
+        answers = [r["answer"]["status"] for r in mock.requests()]
+    assert result.returncode == 1, result.stderr
+    assert answers and set(answers) == {401}  # reached, and refused for the missing key
     assert _attempt(p)["harness"]["outcome"] == "auth_error"
     assert no_process_mentions(p.ws)
 

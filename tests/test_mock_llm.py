@@ -448,6 +448,20 @@ def test_control_and_state_endpoints(mock: MockLLM) -> None:
     assert chat_answer(mock, chat_body(prompt("qa")))["text"] == "swapped"
 
 
+@pytest.mark.parametrize("path,kind", [("/v1/chat/completions", "invalid_api_key"),
+                                       ("/v1/messages", "authentication_error")])
+def test_require_key_refuses_a_request_without_a_key_and_takes_one_with(mock: MockLLM, path: str, kind: str) -> None:
+    body = chat_body(prompt())
+    assert request(mock, "POST", path, body)[0] == 200  # by default a key-less endpoint
+    mock.control(require_key=True)
+    status, _, raw = request(mock, "POST", path, body)
+    error = json.loads(raw)["error"]
+    assert status == 401 and error["type"] == kind and "no API key" in error["message"]
+    for headers in ({"Authorization": f"Bearer {SECRET}"}, {"x-api-key": SECRET}):
+        assert request(mock, "POST", path, body, headers)[0] == 200
+    assert [r["answer"]["status"] for r in mock.requests()] == [200, 401, 200, 200]
+
+
 # -- logging ---------------------------------------------------------------------------------------------
 def test_log_redacts_credentials(mock: MockLLM, tmp_path: Path) -> None:
     body = chat_body(prompt() + f"\nthe key is {SECRET}")

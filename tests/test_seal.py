@@ -4,12 +4,16 @@ watch that lost track), and a restore puts the sealed bytes back."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 
 import pytest
+from conftest import mini_script, run_hoh
 
+from hoh import api
+from hoh.fsutil import prune_empty_dirs
 from hoh.store.seal import SealedState
 from hoh.store.workspace import open_workspace
 
@@ -99,3 +103,67 @@ def test_a_check_with_no_event_reads_nothing(sealed, monkeypatch):
     monkeypatch.setattr(os, "lstat", lambda path, *a, **k: calls.append(path) or real(path, *a, **k))
     (sealed.state_dir / ATTEMPT / "prompt.md").read_bytes()  # reading is not a change
     assert sealed.changes([]) == [] and calls == []
+
+
+# ---- empty directories: git records none, so a sealed loop holds none -------------------------------------
+def run_hoh_ok(*args):
+    result = run_hoh(*args)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.mark.parametrize("left", ["evidence", "evidence/screens/raw"])
+def test_an_empty_dir_qa_left_does_not_stop_the_next_loop(make_project, left):
+    """A loop-1 QA that left an empty directory in its evidence (its whole evidence dir, or an empty subdir
+    next to its files): the loop seals, `--verify` agrees, and the next loop starts."""
+    script = mini_script(2)
+    qa = script["loops"][1]["qa"]
+    if left == "evidence":  # nothing written at all: a QA that could not check anything
+        qa["checks"] = []
+        qa["reply"] = {"criteria": [{"id": "T1.A1", "status": "insufficient_evidence", "evidence": [],
+                                     "notes": "could not run it"}]}
+    qa["actions"] = [{"run": f"mkdir -p ${{evidence_dir}}/{left.removeprefix('evidence')}"}]
+    p = make_project(script)
+    assert p.build(loops=1).status == "finished"
+    run_hoh_ok("status", "-w", p.ws, "--verify")
+    run_hoh_ok("resume", "-w", p.ws, "--loops", "1", "-q")
+    assert api.status(p.ws)["loops_finished"] == 2
+    sealed_dir = p.state("loops", "0001")
+    assert not (sealed_dir / left).exists()  # no empty dir outlives the seal: the state is what was sealed
+    assert (sealed_dir / "evidence" / "T1.A1.txt").is_file() == (left != "evidence")
+    assert not [e for e in p.journal() if "violation" in e["event"]]
+    results = list(p.ws.glob("state/loops/*/roles/*/attempt-*/result.json"))
+    assert len(results) == 6 and not [r for r in results if json.loads(r.read_text())["violations"]]
+
+
+@pytest.mark.parametrize("change", ["an empty dir", "a file in a dir that was empty"])
+def test_a_dir_made_in_a_sealed_loop_after_sealing_is_found(make_project, change):
+    script = mini_script(2)
+    script["loops"][1]["qa"]["actions"] = [{"run": "mkdir -p ${evidence_dir}/screens"}]
+    p = make_project(script)
+    assert p.build(loops=1).status == "finished"
+    planted = p.state("loops", "0001", "evidence", "screens")
+    planted.mkdir()
+    if change != "an empty dir":
+        (planted / "shot.png").write_bytes(b"forged")
+    verify = run_hoh("status", "-w", p.ws, "--verify")
+    assert verify.returncode == 1 and "loops/0001/evidence/screens" in verify.stderr
+    resumed = run_hoh("resume", "-w", p.ws, "--loops", "1", "-q")
+    assert resumed.returncode == 2 and "changed after it was sealed (created" in resumed.stderr
+    assert str(planted) in resumed.stderr and len(resumed.stderr.splitlines()) == 1
+    run_hoh_ok("status", "-w", p.ws, "--verify", "--repair")
+    assert not planted.exists()
+    run_hoh_ok("resume", "-w", p.ws, "--loops", "1", "-q")
+    assert api.status(p.ws)["loops_finished"] == 2
+
+
+def test_sealing_keeps_what_only_looks_empty(tmp_path):
+    """Pruning takes directories with nothing in them, deepest first; a link or a file keeps its directory."""
+    root = tmp_path / "loops" / "0001"
+    for d in ("a/b/c", "keep-link", "keep-file/x"):
+        (root / d).mkdir(parents=True)
+    (root / "keep-link" / "to").symlink_to(tmp_path / "nowhere")
+    (root / "keep-file" / "x" / "f").write_text("y")
+    prune_empty_dirs(root)
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
+        "keep-file", "keep-file/x", "keep-file/x/f", "keep-link", "keep-link/to"]

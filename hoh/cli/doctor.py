@@ -76,6 +76,9 @@ def credential(adapter) -> str:
     if adapter.config.api_key_env:
         return (f"API key from ${adapter.config.api_key_env}: added by hoh's egress proxy outside the role; "
                 "the CLI holds a placeholder")
+    if adapter.config.base_url:
+        return ("none: a key-less endpoint (no --api-key-env); the CLI holds at most a placeholder, which hoh's "
+                "proxy drops")
     request = RoleRequest(role="developer", loop=1, attempt=1, prompt="", workdir=Path("."), access="write",
                           home=Path("HOME"))
     logins = [(source, copy) for source, copy in adapter.logins(request) if source.exists()]

@@ -117,10 +117,16 @@ class HarnessAdapter(ABC):
 
     def forward_api_key(self, env: dict[str, str], request: RoleRequest, name: str | None = None) -> None:
         """Give the CLI its key variable: the proxy's placeholder when hoh's proxy stands in front of the
-        endpoint (the real key never enters the role), else the key itself."""
+        endpoint (the real key never enters the role), else the key itself. A key-less endpoint (`base_url`
+        without `api_key_env`) gets the placeholder too, for a CLI that will not start without a key; hoh's
+        proxy drops it before the endpoint (`EgressPolicy.with_credential`)."""
         from .egress import PLACEHOLDER_KEY
         name = name or self.config.api_key_env
-        if not name or not self.config.api_key_env:
+        if not name:
+            return
+        if not self.config.api_key_env:
+            if self.config.base_url:
+                env[name] = PLACEHOLDER_KEY
             return
         if request.endpoint:
             env[name] = PLACEHOLDER_KEY

@@ -8,7 +8,8 @@ ephemeral 127.0.0.1 port instead, and the CLI still talks only to it.
 One request per connection (HTTP/1.1, closed after the response):
 - origin-form (`POST /v1/responses`): the model route, to `EgressPolicy.upstream` with the same path and
   query. The CLI holds only `PLACEHOLDER_KEY`; the proxy puts the real key where it appears in the
-  credential headers, so no secret enters the jail. The response is streamed back as it arrives.
+  credential headers, so no secret enters the jail (for a key-less endpoint it drops those headers). The
+  response is streamed back as it arrives.
 - `CONNECT host:port` tunnels and absolute-form `GET http://host/path`: only to `allow_hosts`, else 403.
 Each request or tunnel is one JSON line of the log (`EgressRecord`), the credential never in it.
 The policy and the log's records are in `egress_policy` (this module re-exports them), one connection's

@@ -304,7 +304,9 @@ class _Handler(BaseHTTPRequestHandler):
             if name.lower() in drop:
                 continue
             if credential and name.lower() in CREDENTIAL_HEADERS:
-                value = policy.with_credential(value)
+                if (sent := policy.with_credential(value)) is None:
+                    continue
+                value = sent
             headers.append((name, value))
         return headers
 

@@ -95,8 +95,13 @@ class EgressPolicy:
                 return True
         return False
 
-    def with_credential(self, value: str) -> str:
-        return value.replace(self.placeholder, self.credential) if self.credential else value
+    def with_credential(self, value: str) -> str | None:
+        """A credential header's value as sent on: the placeholder replaced by the key. Without a key (a
+        key-less endpoint) a header carrying the placeholder is dropped (None): the endpoint gets what a
+        client without a key sends, not a made-up key it might try to check."""
+        if self.credential:
+            return value.replace(self.placeholder, self.credential)
+        return None if self.placeholder and self.placeholder in value else value
 
     def redact(self, text: str) -> str:
         """`text` without the credential, also in its JSON-escaped spelling."""

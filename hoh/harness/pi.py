@@ -14,6 +14,7 @@ from typing import Iterable
 from ..fsutil import atomic_write_json
 from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
                    Usage, compile_patterns, copy_credentials, json_events)
+from .egress_policy import PLACEHOLDER_KEY
 
 PROVIDER = "hoh"
 TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}
@@ -75,8 +76,9 @@ class PiAdapter(HarnessAdapter):
             provider = {"baseUrl": self.base_url(request), "api": "openai-completions",
                         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
                         "models": [entry]}
-            if self.config.api_key_env:
-                provider["apiKey"] = self.config.api_key_env  # Pi reads an env var *name* here, never the value
+            # Pi reads an env var *name* here (never the value), else takes it as the key itself. It refuses a
+            # provider without one ("Unknown provider"), so a key-less endpoint gets the placeholder literally.
+            provider["apiKey"] = self.config.api_key_env or PLACEHOLDER_KEY
             atomic_write_json(agent / "models.json", {"providers": {PROVIDER: provider}})
         # hoh retries transient failures itself; Pi's own retries stay short so the journal sees them.
         atomic_write_json(agent / "settings.json",

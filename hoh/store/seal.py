@@ -11,6 +11,8 @@ When a loop ends its directory `state/loops/NNNN/` is added to a git index kept 
 - a change is undone from the sealed blobs (`restore`), which no role can reach;
 - on resume and in `hoh status --verify`, every sealed file is re-hashed against the sealed tree
   (`verify`), whatever any stat says.
+A sealed loop holds files only (git records no directory): its empty directories are removed when it
+is sealed, so every directory found there later, empty or not, is reported as created.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ..fsutil import prune_empty_dirs
 from .git import History
 from .gitrun import GitError
 from .watch import DirWatch
@@ -85,6 +88,10 @@ class SealedState:
 
     def seal(self, t: int) -> None:
         """Record loop t's state dir; idempotent (a crash before the ref update just seals again)."""
+        # git records files, not directories: an empty one (QA's evidence dir when it wrote nothing) would
+        # be outside the seal, and the check could not tell it from one made after. Sealed, the loop's dir
+        # holds exactly what was recorded, so any directory that turns up later is a change.
+        prune_empty_dirs(self.state_dir / loop_dir(t))
         self._ensure_index()
         self._git("add", "--force", "--", loop_dir(t))
         tree = self._git("write-tree")

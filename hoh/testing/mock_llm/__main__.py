@@ -27,6 +27,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--final-text", help="replace every final message")
     p.add_argument("--minimal-sse", action="store_true", help="send the minimal SSE form")
     p.add_argument("--tool-pref", choices=TOOL_PREFS, default="write")
+    p.add_argument("--require-key", action="store_true", help="answer 401 to a model request without a key")
     return p.parse_args(argv)
 
 
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
                        fail_mode=args.fail_mode, fail_count=args.fail_count,
                        retry_after_ms=args.retry_after_ms, stall_seconds=args.stall_seconds,
                        stall_after_frames=args.stall_after_frames,
-                       final_text=args.final_text, minimal_sse=args.minimal_sse, tool_pref=args.tool_pref)
+                       final_text=args.final_text, minimal_sse=args.minimal_sse, tool_pref=args.tool_pref,
+                       require_key=args.require_key)
     except (ScriptError, ValueError) as exc:
         print(f"mock_llm: {exc}", file=sys.stderr)
         return 2

@@ -113,14 +113,23 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
     settings, expected = cases_for(cli)[case]
     os.environ[KEY_ENV] = API_KEY
     role = CASE_ROLES.get(case, "developer")
+    # No key at all: the CLI's own login, with none to copy (an endpoint of hoh's without a key would get
+    # hoh's placeholder key instead).
+    nokey = case == "nokey"
+    if nokey:
+        os.environ["CLAUDE_CONFIG_DIR"] = str(run.root / "no-login")
     with MockLLM(script=SCRIPT, log_path=log, **settings) as mock:
-        adapter = registry.create(HarnessConfig(name=cli, model=MODEL[cli], base_url=mock.base_url,
-                                                api_key_env=None if case == "nokey" else KEY_ENV,
+        adapter = registry.create(HarnessConfig(name=cli, model=MODEL[cli], base_url=None if nokey else mock.base_url,
+                                                api_key_env=None if nokey else KEY_ENV,
                                                 command=str(bins / cli)))
         request = RoleRequest(role=role, loop=1, attempt=1, prompt=prompt(run.root / "evidence", role),
                               workdir=run.work, access="write" if role == "developer" else "read-only",
                               home=run.home, wall_timeout=180, idle_timeout=90)
-        result = adapter.run(request, run.attempt_dir)
+        try:
+            result = adapter.run(request, run.attempt_dir)
+        finally:
+            if nokey:
+                os.environ.pop("CLAUDE_CONFIG_DIR", None)
         requests = mock.requests()
     problems = check(run, result, expected, case)
     if log.exists() and API_KEY in log.read_text():

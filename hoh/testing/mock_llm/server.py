@@ -10,6 +10,9 @@ Endpoints (a `/v1` prefix is optional, so a base URL with or without it works):
 * `POST /__control`           change `Settings` (and `script`) at runtime; answers the state
 * `GET  /__state`             the current settings and request count
 
+With `require_key` a model request without a credential header gets a 401; by default the mock is a
+key-less endpoint.
+
 Streams use chunked transfer encoding, so a cut (`midstream`) is a transport error for the
 client rather than a short but well-formed body. Every model request is logged *before* it
 is answered, so a test that has read the response can rely on the log entry being there.
@@ -36,6 +39,8 @@ from .settings import Settings
 
 MODEL_IDS = ("mock-model", "gpt-5.5")
 API_MODULES = {"/responses": responses_api, "/chat/completions": chat_api, "/messages": messages_api}
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
+"""Where the OpenAI and Anthropic clients send their key (what `require_key` looks for)."""
 ERRORS = {  # fail_mode -> (HTTP status, OpenAI error type)
     "400": (400, "invalid_request_error"),
     "429": (429, "rate_limit_exceeded"),
@@ -234,6 +239,13 @@ class _Handler(BaseHTTPRequestHandler):
             entry.update(body=raw.decode("utf-8", "replace"), answer={"status": 400, "error": str(exc)})
             mock.log.append(entry, secrets)
             self._json(400, _error(f"invalid JSON body: {exc}", "invalid_request_error"))
+            return
+        if mock.settings.require_key and not any(name in CREDENTIAL_HEADERS for name in headers):
+            entry.update(body=body, answer={"status": 401, "error": "no API key"})
+            mock.log.append(entry, secrets)
+            message = "mock: no API key given (require_key is on)"
+            self._json(401, messages_api.error_body(401, message) if api is messages_api
+                       else _error(message, "invalid_api_key"))
             return
         view = api.parse(body, len(raw))
         failure, snap, decision = mock._plan(view)

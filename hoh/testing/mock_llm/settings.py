@@ -34,6 +34,9 @@ class Settings:
     """Send the minimal SSE form both Codex and the chat clients accepted (no usage, no `event:` lines)."""
     tool_pref: str = "write"
     """write: write steps use an advertised write tool when there is one; shell: always the shell fallback."""
+    require_key: bool = False
+    """A model request that carries no credential header (authorization, x-api-key, api-key) gets a 401, as a
+    keyed endpoint answers; off, the mock is a key-less endpoint that takes any request."""
 
     def update(self, **changes: Any) -> None:
         """Validate and apply `changes`; raises ValueError naming a bad key or value."""
@@ -70,7 +73,7 @@ def _coerce(key: str, value: Any) -> Any:
         if value not in TOOL_PREFS:
             raise ValueError(f"tool_pref must be one of {TOOL_PREFS}, got {value!r}")
         return value
-    if key == "minimal_sse":
+    if key in ("minimal_sse", "require_key"):
         return value is True or str(value).lower() in ("true", "1", "bare", "yes")
     if key in ("fail_count", "stall_after_frames"):
         return int(value)
