@@ -17,7 +17,8 @@ from test_cli import _fails_cleanly
 
 from hoh.bench.runner import report_run
 from hoh.report.bench_adapter import run_from_results
-from hoh.report.bench_model import BenchReport, BenchRun, BenchTrial
+from hoh.bench.records import LoopState
+from hoh.report.bench_model import BenchCalibration, BenchLoop, BenchReport, BenchRun, BenchTrial
 from hoh.report.render import bench_html
 
 TASKS = ["csvstat", "kvstore", "roman", "rpn", "wordfreq"]
@@ -76,21 +77,125 @@ def test_default_output_is_in_the_run(bench_runs, tmp_path):
     assert Page(run / "report.html").plot_data()["curves"]["runs"][0]["label"] == "scripted · hoh"
 
 
-def test_errors_are_listed_with_their_reason_and_left_out_of_the_means():
-    def trial(task, scores, outcome="completed", error=None, tokens=1000):
-        return BenchTrial(task, outcome, scores, {"input": tokens, "output": 0}, None, 1.0, error)
+def _loop(k, state, score=None, rewards=None, graded_loop=None, cause=None):
+    error = f"{cause} (full text)" if cause and state in ("failed", "not_run", "ungraded") else None
+    return BenchLoop(k, LoopState(state), score, rewards, graded_loop if graded_loop is not None else
+                     (k if state == "graded" else None), cause, error)
 
-    run = BenchRun("pi/m · hoh", "pi", "m", "hoh", [], 3, "/runs/a", [
-        trial("a", [0.2, 0.6, 1.0]), trial("b", [0.0, 0.5, 0.5]),
-        trial("c", [None, None, None], "error", "verifier could not start: docker unreachable", tokens=500)])
-    vanilla = BenchRun("pi/m · vanilla", "pi", "m", "vanilla", [], 1, "/runs/b", [trial("a", [0.4]), trial("b", [0.1])])
-    report = BenchReport([run, vanilla])
-    assert [p["mean"] for p in run.curve()] == [0.1, 0.55, 0.75] and run.curve()[2]["pass_rate"] == 0.5
-    assert run.tokens_per_point() == round(2000 / 150, 1)  # the errored trial's tokens buy no points
-    page_text = bench_html(report)
-    assert "verifier could not start: docker unreachable" in page_text
+
+def _trial(task, loops, outcome="completed", tokens=1000, **kw):
+    errors = [entry.error for entry in loops if entry.error]
+    kw.setdefault("error", errors[0] if errors else None)
+    kw.setdefault("cause", loops[[e.error for e in loops].index(errors[0])].cause if errors else None)
+    return BenchTrial(task, outcome, loops, {"input": tokens, "output": 0}, None, 1.0, **kw)
+
+
+def _cell(html: str, ident: str) -> tuple[str, str]:
+    """The opening tag of the cell with id `ident`, and its visible text (tags dropped, spaces squeezed)."""
+    found = re.search(rf'(<td [^>]*id="{re.escape(ident)}"[^>]*>)(.*?)</td>', html, re.S)
+    assert found, ident
+    return found[1], " ".join(re.sub(r"<[^>]+>", " ", found[2]).split())
+
+
+def every_state_run() -> BenchRun:
+    """One run whose tasks are in every state a loop and a trial can be in."""
+    two = {"correctness": 1.0, "performance": 0.5}
+    return BenchRun("pi/m · hoh", "pi", "m", "hoh", [], 3, "/runs/a", [
+        _trial("a", [_loop(1, "graded", 0.2, {"reward": 0.2}), _loop(2, "graded", 0.6, {"reward": 0.6}),
+                     _loop(3, "carried", 0.6, {"reward": 0.6}, graded_loop=2)]),
+        _trial("b", [_loop(1, "carried", 0.0, {"reward": 0.0}, graded_loop=0), _loop(2, "graded", 0.5, {"reward": 0.5}),
+                     _loop(3, "graded", 1.0, {"reward": 1.0})], note="AgentTimeoutError: the agent ran out of time",
+               note_cause="AgentTimeoutError: the agent ran out of time"),
+        _trial("dies", [_loop(1, "graded", 1.0, {"reward": 1.0}), _loop(2, "not_run", cause="loop 2 not run: Boom"),
+                        _loop(3, "not_run", cause="loop 3 not run: Boom")], "error", tokens=500),
+        _trial("fails", [_loop(1, "failed", cause="loop 1: planner failed: Unknown provider"),
+                         _loop(2, "ungraded", cause="RewardFileNotFoundError: no reward"),
+                         _loop(3, "pending")], "error"),
+        _trial("offline", [_loop(k, "not_run", cause="not gradable here: reward 0 of 1") for k in (1, 2, 3)],
+               "not_gradable", tokens=0, error="not gradable here: reward 0 of 1", cause="not gradable here: reward 0 of 1",
+               calibration=BenchCalibration("not_gradable", "reward 0 of 1", ["Name or service not known"])),
+        _trial("keys", [_loop(1, "graded", 0.75, two), _loop(2, "graded", 1.0, {**two, "performance": 1.0}),
+                        _loop(3, "carried", 1.0, {**two, "performance": 1.0}, graded_loop=2)]),
+    ], headline="reward, else the mean of correctness, performance")
+
+
+def test_every_state_of_a_loop_and_a_trial_shows_distinctly():
+    run = every_state_run()
+    assert [t.task for t in run.scored()] == ["a", "b", "keys"]  # the error and the not-gradable task are not
+    assert [p["mean"] for p in run.curve()] == [round(0.95 / 3, 4), 0.7, 0.8667] and run.curve()[2]["pass_rate"] == 0.6667
+    assert run.keys() == ["correctness", "performance", "reward"]
+    assert [p["mean"] for p in run.key_curve("performance")] == [0.5, 1.0, 1.0]
+    assert run.left_out() == {"error": 2, "not_gradable": 1}
+    assert run.tokens_per_point() == round(3000 / 260, 1)  # the errored trials' tokens buy no points
+    html = bench_html(BenchReport([run]))
+
+    def state(ident: str) -> tuple[str | None, str]:
+        tag, text = _cell(html, ident)
+        return re.search(r'data-state="(\w+)"', tag)[1], text
+
+    assert state("cell-1-a-2") == ("graded", "0.600")
+    assert state("cell-1-a-3") == ("carried", "0.600 carried from @2")
+    assert state("cell-1-b-1") == ("carried", "0.000 carried from A₀")
+    assert state("cell-1-dies-1") == ("graded", "1.000")
+    assert state("cell-1-dies-2") == ("not_run", "not run") and 'title="loop 2 not run: Boom"' in _cell(html, "cell-1-dies-2")[0]
+    assert state("cell-1-fails-1") == ("failed", "failed") and "Unknown provider" in _cell(html, "cell-1-fails-1")[0]
+    assert state("cell-1-fails-2") == ("ungraded", "ungraded")
+    assert state("cell-1-fails-3") == ("pending", "pending")
+    assert state("cell-1-offline-1") == ("not_run", "not gradable")
+    assert state("cell-1-keys-1") == ("graded", "0.750 correctness 1.000 performance 0.500")
+    assert state("cell-1-keys-3") == ("carried", "1.000 carried from @2 correctness 1.000 performance 1.000")
+    # each state has a colour of its own
+    styles = re.findall(r"\.s-(\w+)[ ,{]", html)
+    assert {"graded", "carried", "failed", "not_run", "ungraded", "pending", "not_gradable", "note"} <= set(styles)
+
+    # the headline named, a row per reward key, the trials left out of the means said
+    score_rows = re.findall(r'<tr (?:class="key-row" )?data-run="0" data-(?:metric|key)="(\w+)">(.*?)</tr>', html, re.S)
+    assert [name for name, _ in score_rows] == ["headline", "correctness", "performance", "reward"]
+    assert "reward, else the mean of correctness, performance" in score_rows[0][1]
+    assert re.findall(r'<td class="n">([\d.]+)</td>', score_rows[2][1])[:4] == ["0.500", "1.000", "1.000", "1.000"]
+    left_out = html[html.index('id="left-out"'):html.index("</ul>", html.index('id="left-out"'))]
+    assert "3 of 6 trials scored; left out of every mean" in left_out and "not gradable</em> 1" in left_out
+
+    # the errors: cause first, the full text folded, the calibration's telling lines; no "None: ..."
+    errors = {m[1]: m[2] for m in re.finditer(r'<tr id="error-1-([\w-]+)"[^>]*>(.*?)</tr>', html, re.S)}
+    assert list(errors) == ["b", "dies", "fails", "offline"]
+    assert re.search(r'<div class="cause">loop 2 not run: Boom</div>', errors["dies"])
+    assert "<details><summary>full text</summary>" in errors["dies"] and "loop 2 not run: Boom (full text)" in errors["dies"]
+    assert "loop 3: loop 3 not run: Boom" in errors["dies"]  # another loop's own cause, under the first
+    assert "Name or service not known" in errors["offline"] and "left out of every mean" in errors["offline"]
+    assert "s-note" in errors["b"] and "AgentTimeoutError" in errors["b"]
+    assert "None: every trial completed" not in html
+    why = _cell(html, "cell-1-offline-1")[0]
+    assert 'data-outcome="not_gradable"' in why
+
+
+def test_all_clear_only_when_every_trial_completed_and_every_loop_was_graded():
+    clean = BenchRun("pi/m · hoh", "pi", "m", "hoh", [], 2, "/runs/a", [
+        _trial("a", [_loop(1, "graded", 0.5, {"reward": 0.5}), _loop(2, "carried", 0.5, {"reward": 0.5}, 1)])])
+    html = bench_html(BenchReport([clean]))
+    assert "None: every trial completed and was graded. 1 loop carried an earlier loop's grade" in html
+    for bad in (_trial("b", [_loop(1, "graded", 1.0, {"reward": 1.0}), _loop(2, "pending")], "pending"),
+                _trial("b", [_loop(1, "graded", 1.0, {"reward": 1.0}), _loop(2, "graded", 1.0, {"reward": 1.0})],
+                       note="VerifierTimeoutError: late", note_cause="VerifierTimeoutError: late"),
+                BenchTrial("b", "invalid", [_loop(1, "not_run", cause="no task.toml"), _loop(2, "not_run")],
+                           error="no task.toml", cause="no task.toml")):
+        run = BenchRun("pi/m · hoh", "pi", "m", "hoh", [], 2, "/runs/a", [*clean.trials, bad])
+        html = bench_html(BenchReport([run]))
+        assert "None: every trial completed" not in html and 'id="error-1-b"' in html, bad
+
+
+def test_a_one_pass_run_is_a_level_and_a_shorter_hoh_run_is_not():
+    vanilla = BenchRun("pi/m · vanilla", "pi", "m", "vanilla", [], 1, "/runs/b",
+                       [_trial("a", [_loop(1, "graded", 0.4, {"reward": 0.4})])])
+    short = BenchRun("pi/m · hoh", "pi", "m", "hoh", [], 1, "/runs/c", [_trial("a", [_loop(1, "graded", 0.3, {"reward": 0.3})])])
+    page_text = bench_html(BenchReport([every_state_run(), vanilla, short]))
     assert "pi/m · vanilla (one pass)" in page_text  # a one-pass run is drawn as a level across k
-    assert ">-0.500<" in page_text  # Δ final of the second run (0.25) against the first (0.75)
+    assert "pi/m · hoh (c) (one pass)" not in page_text  # a hoh run of one loop has no HoH@2
+    keys = re.search(r'"keys": \{"correctness": \[(.*?)\]', page_text)
+    assert keys and '"mean": 1.0' in keys[1]
+    final = json.loads(re.search(r'id="data-final">(.*?)</script>', page_text, re.S)[1])
+    assert final["runs"][0]["not_scored"] == {"dies": "error", "fails": "error", "offline": "not_gradable"}
+    assert final["runs"][0]["final"][final["tasks"].index("dies")] is None  # no bar at 0 for a task in error
 
 
 def test_bad_input_writes_nothing(bench_runs, tmp_path):
