@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_hoh
-from harbor_env import bench_runs, harbor  # noqa: F401 - fixtures
+from harbor_env import bench_runs, bench_trust, harbor  # noqa: F401 - fixtures
 from report_html import Page
 from test_cli import _fails_cleanly
 
@@ -48,11 +48,15 @@ def test_oracle_and_scripted_runs_show_hoh_curves(bench_runs, tmp_path):
     assert all(f'id="final-1-{task}"' in page.svg("final") for task in TASKS)
 
     # tables: HoH@k per run, pass rates, one row per task with both runs' scores, no errors
-    rows = re.findall(r'<tr data-run="\d">(.*?)</tr>', page.text, re.S)
+    rows = re.findall(r'<tr data-run="\d" data-metric="headline">(.*?)</tr>', page.text, re.S)
     assert "1.000" in rows[0] and re.search(r"0\.500</td><td class=\"n\">1\.000</td><td class=\"n\">1\.000", rows[1])
     assert all(page.ids[f"task-{task}"] == "tr" for task in TASKS)
+    assert [_cell(page.text, f"cell-{r}-csvstat-{k}")[1].split()[0] for r, k in ((1, 1), (2, 1), (2, 2), (2, 3))] == \
+        ["1.000", "0.500", "1.000", "1.000"]
     csv_row = page.text[page.text.index('<tr id="task-csvstat">'):]
-    assert re.findall(r'<td class="n">([\d.+–-]+)</td>', csv_row)[:5] == ["1.000", "0.500", "1.000", "1.000", "+0.000"]
+    assert re.search(r'<td class="n delta">([\d.+–-]+)</td>', csv_row)[1] == "+0.000"
+    assert 'data-state="graded"' in _cell(page.text, "cell-2-csvstat-1")[0]
+    assert "HoH@k compares the 5 tasks both runs scored" in page.text or "Same tasks" in page.text
     assert "None: every trial completed and was graded." in page.text
     tokens = sum(t["tokens"]["input"] + t["tokens"]["output"] for t in summaries["scripted"]["tasks"])
     assert tokens > 0 and f"{tokens:,}" in page.text
@@ -66,6 +70,39 @@ def test_the_adapter_agrees_with_the_text_summary(bench_runs):
         assert run.final_mean() == summary["final_mean"]
         assert run.curve()[-1]["pass_rate"] == summary["pass_rate"]
         assert run.outcomes() == summary["outcomes"]
+
+
+def test_the_adapter_agrees_with_the_text_summary_in_every_state(bench_trust):
+    for path in bench_trust.values():
+        run = run_from_results(path)
+        summary = report_run(path)[1]
+        rows = {t["task"]: t for t in summary["tasks"]}
+        assert {t.task for t in run.trials} == set(rows)
+        for t in run.trials:
+            row = rows[t.task]
+            assert [str(e.state) for e in t.loops] == row["states"] and t.scores == row["scores"], t.task
+            assert [e.rewards for e in t.loops] == row["rewards_at"] and t.scored() == row["scored"], t.task
+            assert (t.outcome, t.cause, t.calibration.state) == (row["outcome"], row["cause"],
+                                                                 row["calibration"]["state"])
+        assert [p["mean"] for p in run.curve()] == [e["mean"] for e in summary["hoh_at"]]
+        assert run.headline == summary["headline"] and run.outcomes() == summary["outcomes"]
+        assert {key: run.key_curve(key) for key in run.keys()} == summary["by_key"]
+        assert [t.task for t in run.errors() if t.outcome in ("error", "not_gradable")] == \
+            [e["task"] for e in summary["errors"]]
+
+
+def test_the_headline_metric_of_the_html_report(bench_trust, tmp_path):
+    out = tmp_path / "correctness.html"
+    result = run_hoh("bench", "report", bench_trust["stop"], "--html", "--metric", "correctness", "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"scripted · hoh: HoH@1 1\.000( → HoH@\d 1\.000)+", result.stdout.splitlines()[0]), result.stdout
+    page = Page(out)
+    headline = re.search(r'<tr data-run="0" data-metric="headline">(.*?)</tr>', page.text, re.S)[1]
+    assert "<code>correctness</code>" in headline
+    # twokeys is scored on correctness alone; a task reporting only `reward` has no headline score now
+    assert _cell(page.text, "cell-1-twokeys-1")[1] == "1.000 correctness 1.000 performance 0.500"
+    _fails_cleanly(run_hoh("bench", "report", bench_trust["stop"], "--html", "--metric", "speed", "-o", out),
+                   "no task reports that reward key")
 
 
 def test_default_output_is_in_the_run(bench_runs, tmp_path):
