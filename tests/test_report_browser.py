@@ -178,7 +178,8 @@ def test_bench_report_shows_every_state_distinctly_in_chromium(browser, bench_tr
         # no-model: not run in the stopped run (hoh finished no loop), failed with the role's reason in the other
         assert all(cells[f"cell-1-no-model-{k}"]["state"] == "not_run" for k in range(1, loops + 1))
         failed = cells["cell-2-no-model-1"]
-        assert failed["state"] == "failed" and failed["text"] == "failed" and 'Unknown provider "endpoint"' in failed["title"]
+        assert failed["state"] == "failed" and failed["text"] == "failed"
+        assert 'Unknown provider "endpoint"' in failed["title"]
         # offline-verifier: its own badge in every loop
         for k in range(1, loops + 1):
             assert cells[f"cell-1-offline-verifier-{k}"]["outcome"] == "not_gradable"
@@ -190,7 +191,8 @@ def test_bench_report_shows_every_state_distinctly_in_chromium(browser, bench_tr
         carried = [c for c in cells.values() if c["state"] == "carried"]  # main's fixture adds `early`
         assert all(re.fullmatch(r"[\d.]+ carried from (@\d|A₀)", c["text"]) for c in carried), carried
         # no two states look alike: each badge (and each cell without a score) has a colour of its own
-        shown = {"not_run": cells["cell-1-dies-2"], "failed": failed, "not_gradable": cells["cell-1-offline-verifier-1"],
+        shown = {"not_run": cells["cell-1-dies-2"], "failed": failed,
+                 "not_gradable": cells["cell-1-offline-verifier-1"],
                  **({"carried": carried[0]} if carried else {})}
         assert len({c["badge"] for c in shown.values()}) == len(shown), shown
         assert len({c["cell"] for c in (cells["cell-1-dies-1"], cells["cell-1-dies-2"], failed)}) == 3
@@ -200,7 +202,8 @@ def test_bench_report_shows_every_state_distinctly_in_chromium(browser, bench_tr
         assert "loop 2 not run: the trial ended in NonZeroAgentExitCodeError" in why
         assert "Name or service not known" in page.inner_text("#task-offline-verifier td.why")
         dies = "#error-1-dies"
-        assert page.inner_text(f"{dies} .cause").startswith("loop 2 not run: the trial ended in NonZeroAgentExitCodeError")
+        assert page.inner_text(f"{dies} .cause").startswith(
+            "loop 2 not run: the trial ended in NonZeroAgentExitCodeError")
         assert not page.is_visible(f"{dies} pre.full")
         page.click(f"{dies} details > summary")
         assert page.is_visible(f"{dies} pre.full") and "crashing on purpose" in page.inner_text(f"{dies} pre.full")
@@ -214,7 +217,8 @@ def test_bench_report_shows_every_state_distinctly_in_chromium(browser, bench_tr
         assert re.search(r"left out of every mean:\s*error\s+2,\s*not gradable\s+1\b", stopped), stopped
 
         # every reward key has its own HoH@k row per run, and its curve in the plot of the keys
-        key_rows = page.eval_on_selector_all("#score-table tr.key-row", "rs => rs.map(r => r.dataset.run + ':' + r.dataset.key)")
+        key_rows = page.eval_on_selector_all("#score-table tr.key-row",
+                                             "rs => rs.map(r => r.dataset.run + ':' + r.dataset.key)")
         assert {"0:correctness", "0:performance", "1:correctness", "1:performance"} <= set(key_rows)
         assert page.inner_text("#score-table tr[data-run='0'][data-metric='headline'] code") == \
             "the mean of correctness, performance"
@@ -228,7 +232,8 @@ def test_bench_report_shows_every_state_distinctly_in_chromium(browser, bench_tr
                                                  "[...r.cells].slice(1).map(c => c.innerText)])"))
         assert compare["HoH@1"] == ["0.750", "0.750", "+0.000"]  # twokeys alone: the only task both scored
         assert compare["HoH@2"][1:] == ["–", "–"]
-        assert compare["correctness @1"][:2] == ["1.000", "1.000"] and compare["performance @1"][:2] == ["0.500", "0.500"]
+        assert compare["correctness @1"][:2] == ["1.000", "1.000"]
+        assert compare["performance @1"][:2] == ["0.500", "0.500"]
         opened.screenshot(tmp_path / "bench-trust-report.png")
         opened.check_clean()
     finally:

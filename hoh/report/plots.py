@@ -253,13 +253,18 @@ def _curves(report: BenchReport) -> Plot:
             ax.axhline(means[0], color=colour, ls="--", lw=1.5, label=f"{run.label} (one pass)", gid=f"curves-mean-{n}")
             continue
         ax.fill_between(ks, lows, highs, color=colour, alpha=0.12, lw=0, gid=f"curves-range-{n}")
-        ax.plot(ks, means, color=colour, marker="o", lw=2, label=run.label, gid=f"curves-mean-{n}")
+        ax.plot(ks, means, color=colour, marker="o", ms=_marker_size(n), lw=2, label=run.label, gid=f"curves-mean-{n}")
     ax.set_xlim(0.75, max([r.loops for r in report.runs] + [1]) + 0.25)
     ax.set_ylim(0, top * 1.08)
     _style(ax, "loop k", "headline score (mean; band: task range)")
     _legend_above(ax, len(report.runs))
     return Plot("curves", "HoH@k: mean headline score after loop k over the scored tasks, with the range over tasks",
                 _svg(fig, "curves"), data)
+
+
+def _marker_size(n: int) -> float:
+    """Each later run's markers smaller, drawn on top: two runs with equal means both stay visible."""
+    return max(4.0, 9.0 - 2 * n)
 
 
 KEY_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -284,7 +289,8 @@ def _keys(report: BenchReport) -> Plot:
             top = max([top, *means])
             i = keys.index(key)
             ax.plot(ks, means, color=RUN_COLOURS[n % len(RUN_COLOURS)], marker=KEY_MARKERS[i % len(KEY_MARKERS)],
-                    ls=KEY_STYLES[i % len(KEY_STYLES)], lw=1.8, label=f"{run.label}: {key}", gid=f"keys-{n}-{key}")
+                    ms=_marker_size(n), ls=KEY_STYLES[i % len(KEY_STYLES)], lw=1.8, label=f"{run.label}: {key}",
+                    gid=f"keys-{n}-{key}")
             lines += 1
         data["runs"].append(entry)
     ax.set_xlim(0.75, report.max_loops + 0.25)
@@ -313,7 +319,8 @@ def _final_by_task(report: BenchReport) -> Plot:
         for task, bar, y in zip(tasks, bars, ys):
             bar.set_gid(f"final-{n}-{task}")
             if task in unscored:
-                ax.text(0.01, y, unscored[task].replace("_", " "), va="center", ha="left", fontsize=7,
+                word = "not in this run" if unscored[task] == "missing" else unscored[task].replace("_", " ")
+                ax.text(0.01, y, word, va="center", ha="left", fontsize=7,
                         color="#5f6b76", style="italic", gid=f"final-{n}-{task}-state")
     ax.set_yticks([i + height * (len(runs) - 1) / 2 for i in range(len(tasks))], tasks)
     ax.invert_yaxis()
