@@ -15,10 +15,11 @@ from harbor_env import bench_runs, bench_trust, harbor  # noqa: F401 - fixtures
 from report_html import Page
 from test_cli import _fails_cleanly
 
-from hoh.bench.runner import report_run
-from hoh.report.bench_adapter import run_from_results
 from hoh.bench.records import LoopState
-from hoh.report.bench_model import BenchCalibration, BenchLoop, BenchReport, BenchRun, BenchTrial
+from hoh.bench.report import compare, summarize
+from hoh.bench.runner import report_run
+from hoh.report.bench_adapter import run_from_results, trial_from_record
+from hoh.report.bench_model import BenchCalibration, BenchComparison, BenchLoop, BenchReport, BenchRun, BenchTrial
 from hoh.report.render import bench_html
 
 TASKS = ["csvstat", "kvstore", "roman", "rpn", "wordfreq"]
@@ -239,6 +240,41 @@ def test_a_one_pass_run_is_a_level_and_a_shorter_hoh_run_is_not():
     final = json.loads(re.search(r'id="data-final">(.*?)</script>', page_text, re.S)[1])
     assert final["runs"][0]["not_scored"] == {"dies": "error", "fails": "error", "offline": "not_gradable"}
     assert final["runs"][0]["final"][final["tasks"].index("dies")] is None  # no bar at 0 for a task in error
+
+
+def _record(task: str, scores: list[float | None], outcome: str = "completed") -> dict:
+    """A task record as hoh bench's records.task_record leaves it (only what the summary and the report read)."""
+    why = "RuntimeError: the trial died"
+    loops = [{"loop": k, "state": "graded" if s is not None else "not_run", "score": s, "graded_loop": k,
+              "rewards": {"reward": s} if s is not None else None, "error": None if s is not None else why,
+              "cause": None if s is not None else why, "note": None} for k, s in enumerate(scores, 1)]
+    return {"task": task, "outcome": outcome, "scores": scores, "final_score": scores[-1], "loops": loops,
+            "tokens": {"input": 100, "output": 10}, "cost_usd": None, "wall_seconds": 1.0,
+            "error": None if outcome == "completed" else why, "cause": None if outcome == "completed" else why,
+            "note": None, "note_cause": None, "calibration": {"state": "gradable"}}
+
+
+def test_a_comparison_counts_only_what_both_runs_scored_and_says_what_differs():
+    a = [_record("x", [0.5, 1.0]), _record("y", [0.2, 0.4]), _record("z", [1.0, 1.0])]
+    b = [_record("x", [0.75]), _record("y", [None], "error")]
+    settings = {"harness": "pi", "model": "m", "mode": "hoh"}
+    sa, sb = summarize(a, {**settings, "loops": 2}), summarize(b, {**settings, "loops": 1})
+    runs = [BenchRun(f"pi/m · hoh {n}", "pi", "m", "hoh", [], len(s["hoh_at"]), f"/runs/{n}",
+                     [trial_from_record(r, len(s["hoh_at"])) for r in rs], headline=s["headline"])
+            for n, (rs, s) in enumerate(((a, sa), (b, sb)), 1)]
+    html = bench_html(BenchReport(runs, [BenchComparison.from_json(1, compare(sa, sb))]))
+    section = html[html.index('id="compare-2"'):html.index("</section>")]
+    notes = re.findall(r'<li class="compare-note">(.*?)</li>', section)
+    assert notes == ["the runs cover different tasks (1 only in A, 0 only in B): HoH@k compares the 1 both scored",
+                     "A ran 2 loops and B 1: HoH@k beyond 1 has no value for the shorter run"]
+    rows = {m[1]: re.findall(r'<td class="n"[^>]*>(.*?)</td>', m[2])
+            for m in re.finditer(r'<tr data-metric="([^"]+)">(.*?)</tr>', section, re.S)}
+    assert rows["HoH@1"] == ["0.500", "0.750", "+0.250"]  # x alone: y is an error in B, z is only in A
+    assert rows["HoH@2"] == ["1.000", "–", "–"]
+    delta = re.compile(r'<td class="n delta"( title="[^"]*")?>(.*?)</td>')
+    deltas = {task: delta.search(html, html.index(f'id="task-{task}"')) for task in "xyz"}
+    assert deltas["x"][2] == "-0.250" and deltas["y"][2] == "–" and deltas["z"][2] == "–"
+    assert "RuntimeError: the trial died" in deltas["y"][1] and "only in A" in deltas["z"][1]
 
 
 def test_bad_input_writes_nothing(bench_runs, tmp_path):

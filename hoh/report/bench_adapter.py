@@ -23,7 +23,7 @@ def read_run(out: Path, metric: str | None = None) -> tuple[BenchRun, dict[str, 
     check_metric(metric, records)
     summary = summarize(records, settings.model_dump(mode="json"), invalid, metric)
     loops = len(summary["hoh_at"])
-    trials = [_trial(r, loops) for r in records]
+    trials = [trial_from_record(r, loops) for r in records]
     trials += [BenchTrial(task=bad["task"], outcome="invalid", error=bad["reason"], cause=bad["reason"],
                           loops=_missing(loops, LoopState.NOT_RUN, bad["reason"])) for bad in invalid]
     run = BenchRun(label=settings.label(), harness=settings.harness, model=settings.model, mode=settings.mode,
@@ -54,7 +54,8 @@ def _missing(loops: int, state: LoopState, why: str | None) -> list[BenchLoop]:
     return [BenchLoop(k, state, cause=why) for k in range(1, loops + 1)]
 
 
-def _trial(r: dict[str, Any], loops: int) -> BenchTrial:
+def trial_from_record(r: dict[str, Any], loops: int) -> BenchTrial:
+    """One task record of hoh bench (records.task_record) as the report's trial, with a state for each of `loops`."""
     entries = [_loop(e) for e in r.get("loops") or []]
     if len(entries) < loops:
         # a task that has no loop entries yet (pending, refused, checked only) still shows each loop's state
