@@ -9,12 +9,13 @@ Skipped when Chromium or Playwright is missing, failed instead under HOH_REQUIRE
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from conftest import run_hoh
-from harbor_env import bench_runs, harbor  # noqa: F401 - fixtures
+from harbor_env import bench_runs, bench_trust, harbor  # noqa: F401 - fixtures
 from long_run import make_long_workspace
 
 from hoh.report import write_workspace_report
@@ -144,5 +145,96 @@ def test_bench_report_in_chromium(browser, bench_runs, tmp_path):
         opened.page.fill('input[data-filter="task-table"]', "rom")
         assert opened.visible_rows("task-table") == ["task-roman"]
         opened.screenshot(tmp_path / "bench-report.png")
+    finally:
+        opened.close()
+
+
+def test_bench_report_shows_every_state_distinctly_in_chromium(browser, bench_trust, tmp_path):
+    """The runs of tests/data/bench_trust (every loop state, a task not gradable here, two reward keys), the
+    one-loop run compared with the stopped one: each state read back from the page as the browser shows it."""
+    out = tmp_path / "trust.html"
+    result = run_hoh("bench", "report", bench_trust["stop"], "--html", "--compare", bench_trust["one"], "-o", out)
+    assert result.returncode == 0, result.stderr
+    opened = Opened(browser, out)
+    page = opened.page
+    try:
+        opened.check_clean()
+        opened.check_plots(["curves", "keys", "final"])
+        cells = page.evaluate("""Object.fromEntries([...document.querySelectorAll('#task-table td.cell')].map(c => {
+            const badge = c.querySelector('em');
+            return [c.id, {state: c.dataset.state, outcome: c.dataset.outcome || null, title: c.title,
+                           text: c.innerText.replace(/\\s+/g, ' ').trim(), cell: getComputedStyle(c).backgroundColor,
+                           badge: badge ? getComputedStyle(badge).backgroundColor : null}];
+        }))""")
+        loops = len([c for c in cells if c.startswith("cell-1-dies-")])
+        assert loops >= 2 and len([c for c in cells if c.startswith("cell-2-twokeys-")]) == 1
+
+        # dies: loop 1 graded, every later loop not run, with the trial's exception as its cause
+        assert cells["cell-1-dies-1"]["state"] == "graded" and cells["cell-1-dies-1"]["text"] == "1.000"
+        for k in range(2, loops + 1):
+            dead = cells[f"cell-1-dies-{k}"]
+            assert dead["state"] == "not_run" and dead["text"] == "not run", dead
+            assert "the trial ended in NonZeroAgentExitCodeError" in dead["title"], dead
+        # no-model: not run in the stopped run (hoh finished no loop), failed with the role's reason in the other
+        assert all(cells[f"cell-1-no-model-{k}"]["state"] == "not_run" for k in range(1, loops + 1))
+        failed = cells["cell-2-no-model-1"]
+        assert failed["state"] == "failed" and failed["text"] == "failed"
+        assert 'Unknown provider "endpoint"' in failed["title"]
+        # offline-verifier: its own badge in every loop
+        for k in range(1, loops + 1):
+            assert cells[f"cell-1-offline-verifier-{k}"]["outcome"] == "not_gradable"
+            assert cells[f"cell-1-offline-verifier-{k}"]["text"] == "not gradable"
+        # twokeys: both keys with their values in each loop's cell, the headline the mean of the two
+        assert cells["cell-1-twokeys-1"]["text"] == "0.750 correctness 1.000 performance 0.500"
+        assert cells[f"cell-1-twokeys-{loops}"]["text"] == "1.000 correctness 1.000 performance 1.000"
+        assert cells["cell-2-twokeys-1"]["text"] == "0.750 correctness 1.000 performance 0.500"
+        carried = [c for c in cells.values() if c["state"] == "carried"]  # main's fixture adds `early`
+        assert all(re.fullmatch(r"[\d.]+ carried from (@\d|A₀)", c["text"]) for c in carried), carried
+        # no two states look alike: each badge (and each cell without a score) has a colour of its own
+        shown = {"not_run": cells["cell-1-dies-2"], "failed": failed,
+                 "not_gradable": cells["cell-1-offline-verifier-1"],
+                 **({"carried": carried[0]} if carried else {})}
+        assert len({c["badge"] for c in shown.values()}) == len(shown), shown
+        assert len({c["cell"] for c in (cells["cell-1-dies-1"], cells["cell-1-dies-2"], failed)}) == 3
+
+        # the task rows and the Errors section: the cause line first, the full text one click away
+        why = page.inner_text("#task-dies td.why")
+        assert "loop 2 not run: the trial ended in NonZeroAgentExitCodeError" in why
+        assert "Name or service not known" in page.inner_text("#task-offline-verifier td.why")
+        dies = "#error-1-dies"
+        assert page.inner_text(f"{dies} .cause").startswith(
+            "loop 2 not run: the trial ended in NonZeroAgentExitCodeError")
+        assert not page.is_visible(f"{dies} pre.full")
+        page.click(f"{dies} details > summary")
+        assert page.is_visible(f"{dies} pre.full") and "crashing on purpose" in page.inner_text(f"{dies} pre.full")
+        offline = page.inner_text("#error-1-offline-verifier")
+        assert "not gradable" in offline and "left out of every mean" in offline
+        assert any("Name or service not known" in line for line in page.eval_on_selector_all(
+            "#error-1-offline-verifier ul.telling li", "els => els.map(e => e.innerText)"))
+        assert 'Unknown provider "endpoint"' in page.inner_text("#error-2-no-model .cause")
+        assert "None: every trial completed" not in page.inner_text("#error-table")
+        stopped = page.inner_text("#left-out li:first-child")
+        assert re.search(r"left out of every mean:\s*error\s+2,\s*not gradable\s+1\b", stopped), stopped
+
+        # every reward key has its own HoH@k row per run, and its curve in the plot of the keys
+        key_rows = page.eval_on_selector_all("#score-table tr.key-row",
+                                             "rs => rs.map(r => r.dataset.run + ':' + r.dataset.key)")
+        assert {"0:correctness", "0:performance", "1:correctness", "1:performance"} <= set(key_rows)
+        assert page.inner_text("#score-table tr[data-run='0'][data-metric='headline'] code") == \
+            "the mean of correctness, performance"
+        assert page.evaluate("document.querySelectorAll('#plot-keys [id^=\"keys-\"]').length") >= 4
+
+        # the comparison says what does not match, and has no HoH@k for the loops the one-loop run did not run
+        notes = page.eval_on_selector_all("#compare-2 .compare-note", "els => els.map(e => e.innerText)")
+        assert any(n.startswith("the runs cover different tasks") for n in notes), notes
+        assert f"A ran {loops} loops and B 1: HoH@k beyond 1 has no value for the shorter run" in notes
+        compare = dict(page.eval_on_selector_all("#compare-2 tbody tr", "rs => rs.map(r => [r.dataset.metric, "
+                                                 "[...r.cells].slice(1).map(c => c.innerText)])"))
+        assert compare["HoH@1"] == ["0.750", "0.750", "+0.000"]  # twokeys alone: the only task both scored
+        assert compare["HoH@2"][1:] == ["–", "–"]
+        assert compare["correctness @1"][:2] == ["1.000", "1.000"]
+        assert compare["performance @1"][:2] == ["0.500", "0.500"]
+        opened.screenshot(tmp_path / "bench-trust-report.png")
+        opened.check_clean()
     finally:
         opened.close()

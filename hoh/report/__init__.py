@@ -2,8 +2,9 @@
 (`hoh bench report --html`).
 
     data.py          a workspace's state files → RunModel (the only module that knows where they are)
-    bench_model.py   BenchReport / BenchRun / BenchTrial: runs × tasks × loops of scores, tokens, errors
-    bench_adapter.py today's `hoh bench run` OUT directory → BenchRun (one function)
+    bench_model.py   BenchReport / BenchRun / BenchTrial / BenchLoop: runs × tasks × loops in their states, every
+                     reward key, calibration, errors with their cause, comparisons
+    bench_adapter.py today's `hoh bench run` OUT directories → BenchReport (hoh bench's records, summaries, compare)
     plots.py         matplotlib figures as inline SVG, each with the data it draws (why matplotlib: there)
     render.py        jinja2 templates (templates/) → one HTML string; the checked, atomic write
     templates/       base.html.j2 (CSS, table sort/filter script), workspace.html.j2, bench.html.j2
@@ -31,13 +32,15 @@ def write_workspace_report(workspace: Path, out: Path | None = None) -> tuple[Pa
     return target, run
 
 
-def write_bench_report(runs: list[Path], out: Path | None = None) -> tuple[Path, BenchReport]:
-    """Write one report of the benchmark runs in `runs` (the first is the reference for deltas)
-    to `out` (default FIRST/report.html)."""
-    from .bench_adapter import run_from_results
+def write_bench_report(runs: list[Path], out: Path | None = None,
+                       metric: str | None = None) -> tuple[Path, BenchReport]:
+    """Write one report of the benchmark runs in `runs` (the first is the reference for deltas) to `out`
+    (default FIRST/report.html), the headline score being reward `metric` when given (see hoh bench report).
+    Nothing is written into the runs' folders but that default report."""
+    from .bench_adapter import report_from_results
     from .render import bench_html, check_output, write
 
-    report = BenchReport([run_from_results(Path(r)) for r in runs])
+    report = report_from_results([Path(r) for r in runs], metric)
     target = check_output(out if out is not None else Path(report.runs[0].source) / "report.html")
     write(bench_html(report), target)
     return target, report

@@ -224,10 +224,12 @@ def _wall_time(loops, xs, roles) -> Plot:
 
 # ---- a benchmark -----------------------------------------------------------------------------------
 def bench_plots(report: BenchReport) -> list[Plot]:
-    """HoH@k curves (mean with the per-task range) of every run on one chart; final score per task."""
+    """HoH@k curves (mean with the per-task range) of every run on one chart; each reward key's curve when
+    the keys say more than the headline; final score per task, a task not scored marked with its outcome."""
     if not any(run.trials for run in report.runs):
         return []
-    return [_curves(report), _final_by_task(report)]
+    keys = [_keys(report)] if any(run.shows_keys() for run in report.runs) else []
+    return [_curves(report), *keys, _final_by_task(report)]
 
 
 def _curves(report: BenchReport) -> Plot:
@@ -239,23 +241,63 @@ def _curves(report: BenchReport) -> Plot:
         curve = run.curve()
         ks = [p["loop"] for p in curve if p["mean"] is not None]
         means = [p["mean"] for p in curve if p["mean"] is not None]
-        data["runs"].append({"label": run.label, "curve": curve})
+        data["runs"].append({"label": run.label, "headline": run.headline, "curve": curve})
         if not ks:
             continue
         lows = [p["min"] for p in curve if p["mean"] is not None]
         highs = [p["max"] for p in curve if p["mean"] is not None]
         top = max([top, *highs])
-        if len(ks) == 1 and report.max_loops > 1:
-            # a one-pass run (vanilla, the oracle) is a reference level across every k
+        if run.one_pass and report.max_loops > 1:
+            # a one-pass run (vanilla, the oracle) is a reference level across every k; a hoh run with
+            # fewer loops is not: it has no HoH@k past its last loop
             ax.axhline(means[0], color=colour, ls="--", lw=1.5, label=f"{run.label} (one pass)", gid=f"curves-mean-{n}")
             continue
         ax.fill_between(ks, lows, highs, color=colour, alpha=0.12, lw=0, gid=f"curves-range-{n}")
-        ax.plot(ks, means, color=colour, marker="o", lw=2, label=run.label, gid=f"curves-mean-{n}")
+        ax.plot(ks, means, color=colour, marker="o", ms=_marker_size(n), lw=2, label=run.label, gid=f"curves-mean-{n}")
     ax.set_xlim(0.75, max([r.loops for r in report.runs] + [1]) + 0.25)
     ax.set_ylim(0, top * 1.08)
-    _style(ax, "loop k", "score (mean; band: task range)")
+    _style(ax, "loop k", "headline score (mean; band: task range)")
     _legend_above(ax, len(report.runs))
-    return Plot("curves", "HoH@k: mean score after loop k, with the range over tasks", _svg(fig, "curves"), data)
+    return Plot("curves", "HoH@k: mean headline score after loop k over the scored tasks, with the range over tasks",
+                _svg(fig, "curves"), data)
+
+
+def _marker_size(n: int) -> float:
+    """Each later run's markers smaller, drawn on top: two runs with equal means both stay visible."""
+    return max(4.0, 9.0 - 2 * n)
+
+
+KEY_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+KEY_STYLES = ["-", "--", ":", "-."]
+
+
+def _keys(report: BenchReport) -> Plot:
+    """One curve per (run, reward key): the run's colour, the key's marker and line style."""
+    fig, ax = _figure()
+    data: dict[str, Any] = {"runs": []}
+    keys = sorted({key for run in report.runs for key in run.keys()})
+    top, lines = 1.0, 0
+    for n, run in enumerate(report.runs):
+        entry: dict[str, Any] = {"label": run.label, "keys": {}}
+        for key in run.keys():
+            curve = run.key_curve(key)
+            entry["keys"][key] = curve
+            ks = [p["loop"] for p in curve if p["mean"] is not None]
+            means = [p["mean"] for p in curve if p["mean"] is not None]
+            if not ks:
+                continue
+            top = max([top, *means])
+            i = keys.index(key)
+            ax.plot(ks, means, color=RUN_COLOURS[n % len(RUN_COLOURS)], marker=KEY_MARKERS[i % len(KEY_MARKERS)],
+                    ms=_marker_size(n), ls=KEY_STYLES[i % len(KEY_STYLES)], lw=1.8, label=f"{run.label}: {key}",
+                    gid=f"keys-{n}-{key}")
+            lines += 1
+        data["runs"].append(entry)
+    ax.set_xlim(0.75, report.max_loops + 0.25)
+    ax.set_ylim(0, top * 1.08)
+    _style(ax, "loop k", "reward (mean over the scored tasks)")
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=2, frameon=False)
+    return Plot("keys", "HoH@k per reward key: each key's mean after loop k", _svg(fig, "keys"), data)
 
 
 def _final_by_task(report: BenchReport) -> Plot:
@@ -266,15 +308,24 @@ def _final_by_task(report: BenchReport) -> Plot:
     data: dict[str, Any] = {"tasks": tasks, "runs": []}
     for n, run in enumerate(runs):
         finals = [run.final_score(t) for t in tasks]
-        data["runs"].append({"label": run.label, "final": finals})
+        trials = [run.trial(t) for t in tasks]
+        # a task not scored has no bar: its outcome is written where the bar would start, never a 0
+        unscored = {t: (trial.outcome if trial else "missing") for t, trial in zip(tasks, trials)
+                    if trial is None or not trial.scored()}
+        data["runs"].append({"label": run.label, "final": finals, "not_scored": unscored})
         ys = [i + n * height for i in range(len(tasks))]
         bars = ax.barh(ys, [f or 0 for f in finals], height=height * 0.9, color=RUN_COLOURS[n % len(RUN_COLOURS)],
                        label=run.label)
-        for task, bar in zip(tasks, bars):
+        for task, bar, y in zip(tasks, bars, ys):
             bar.set_gid(f"final-{n}-{task}")
+            if task in unscored:
+                word = "not in this run" if unscored[task] == "missing" else unscored[task].replace("_", " ")
+                ax.text(0.01, y, word, va="center", ha="left", fontsize=7,
+                        color="#5f6b76", style="italic", gid=f"final-{n}-{task}-state")
     ax.set_yticks([i + height * (len(runs) - 1) / 2 for i in range(len(tasks))], tasks)
     ax.invert_yaxis()
-    ax.set_xlabel("final score")
+    ax.set_xlim(0, max([1.0] + [f for run in data["runs"] for f in run["final"] if f is not None]) * 1.05)
+    ax.set_xlabel("final headline score (a task not scored: its outcome instead of a bar)")
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_axisbelow(True)
     ax.grid(axis="x", alpha=0.3)
