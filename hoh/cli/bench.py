@@ -169,8 +169,10 @@ def report(
     if not compare:
         if as_json:
             print(json.dumps(summaries[0], indent=2))
-            return
-        render_summary(out, summaries[0])
+        elif summaries[0]["settings"].get("check_only"):  # `hoh bench check`'s OUT: calibration only
+            render_check(out, summaries[0]["tasks"])
+        else:
+            render_summary(out, summaries[0])
         return
     comparisons = [compare_summaries(summaries[0], other) for other in summaries[1:]]
     rates = win_rates(summaries)

@@ -32,9 +32,14 @@ def task_line(record: dict[str, Any]) -> str:
     return f"{record['task']}: {record['outcome']} {scores}{wall}{note}"
 
 
+CALIBRATION_WORDS = {"gradable": "gradable here: its reference solution scores the maximum",
+                     "not_gradable": "not gradable here", "no_solution": "no reference solution: not calibrated",
+                     "pending": "not graded yet"}
+
+
 def check_line(record: dict[str, Any]) -> str:
     reason = f" · {record['cause']}" if record.get("cause") else ""
-    return f"{record['task']}: reference solution {str(record['outcome']).replace('_', ' ')}{reason}"
+    return f"{record['task']}: {CALIBRATION_WORDS.get(str(record['outcome']), str(record['outcome']))}{reason}"
 
 
 def render_summary(console: "Console", summary: dict[str, Any]) -> None:
@@ -107,14 +112,15 @@ def render_check(console: "Console", records: list[dict[str, Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
     table = Table(show_edge=False, show_lines=True)
-    for col in ("task", "reference solution", "rewards", "why"):
+    for col in ("task", "graded here", "reference solution's rewards", "why"):
         table.add_column(col, overflow="fold")
     for r in records:
         cal = r.get("calibration") or {}
         rewards = ", ".join(f"{k} {float(v):g}" for k, v in sorted((cal.get("rewards") or {}).items())) or "–"
         lines = [cal["reason"]] if cal.get("reason") else []
         lines += [f"· {line}" for line in cal.get("telling") or [] if line not in (cal.get("reason") or "")]
-        table.add_row(Text(r["task"]), str(r["outcome"]).replace("_", " "), rewards, Text("\n".join(lines)))
+        state = CALIBRATION_WORDS.get(str(r["outcome"]), str(r["outcome"])).split(":")[0]
+        table.add_row(Text(r["task"]), state, rewards, Text("\n".join(lines)))
     console.print(table)
     counts: dict[str, int] = {}
     for r in records:
