@@ -69,8 +69,11 @@ def test_both_reward_files_are_read_as_harbor_reads_them(shapes):
 
 
 def test_a_separate_verifier_grades_the_replayed_candidate_as_an_artifact(shapes):
-    [(_, grade)] = trial_results(shapes["out"] / "jobs" / "separate.grade")
-    assert grade["verifier_environment_mode"] == "separate" and grade["verifier_result"]["rewards"] == {"reward": 1.0}
+    grades = trial_results(shapes["out"] / "jobs" / "separate.grade")
+    assert len(grades) == 2  # one per loop, each candidate its own
+    for _, grade in grades:
+        assert grade["verifier_environment_mode"] == "separate"
+        assert grade["verifier_result"]["rewards"] == {"reward": 1.0}
 
 
 def test_a_loop_whose_role_failed_is_an_error_and_never_graded_as_the_starting_state(shapes):
