@@ -229,3 +229,17 @@ def image_has(context: Path, tag: str, *programs: str) -> list[str]:
                             " ; ".join(f"command -v {p}" for p in programs) + "; true"],
                            capture_output=True, text=True, timeout=120)
     return found.stdout.split()
+
+
+def compose_containers() -> list[tuple[str, str]]:
+    """(id, compose project) of every compose container on the engine, running or not."""
+    listed = subprocess.run(["docker", "ps", "-a", "--filter", "label=com.docker.compose.project", "--format",
+                             '{{.ID}} {{.Label "com.docker.compose.project"}}'], capture_output=True, text=True,
+                            timeout=60, check=True)
+    return [(line.split()[0], line.split()[1]) for line in listed.stdout.splitlines() if len(line.split()) == 2]
+
+
+def containers_of_job(job: Path) -> list[str]:
+    """The containers of a Harbor job's trials: their compose projects are TRIAL__env (TRIAL: the trial dir)."""
+    trials = tuple(d.name.lower() + "__" for d in job.iterdir() if d.is_dir())
+    return [cid for cid, project in compose_containers() if project.startswith(trials)]
