@@ -125,7 +125,8 @@ def test_an_interrupted_run_is_resumed_by_harbor(harbor, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=400)
     assert proc.returncode == 130 and "rerun the same command to resume" in stderr, stderr
-    assert containers_of_job(out / "jobs" / "roman.agent") == [], compose_containers()  # none outlives the run
+    job = out / "jobs" / "roman.agent"
+    assert containers_of_job(job) == [] and containers_of_job(job, "network ls") == [], compose_containers()
     [(_, cancelled)] = trial_results(out / "jobs" / "roman.agent")
     assert cancelled["exception_info"]["exception_type"] == "CancelledError"  # Harbor stopped its trial
     again = harbor.hoh(*argv)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harbor_env import BASE_IMAGE, EXAMPLES, compose_containers, containers_of_job, copy_task, harbor  # noqa: F401
+from harbor_env import (BASE_IMAGE, EXAMPLES, compose_containers, containers_of_job, copy_task, harbor,  # noqa: F401
+                        remove_compose_projects)
 
 from hoh.bench.jobs import Running, remove_leftovers
 from hoh.bench.results import trial_results
@@ -83,9 +84,7 @@ def test_agent_env_reaches_the_oracle_and_no_value_is_written(harbor, tmp_path):
         # Harbor's own output (its log beside the JobConfig) has no LiteLLM warnings either
         assert "cost map" not in (out / "harbor" / "roman.agent.err").read_text().lower()
     finally:
-        kept = containers_of_job(job) if job.is_dir() else []
-        if kept:
-            subprocess.run(["docker", "rm", "-f", *kept], capture_output=True, timeout=60)
+        remove_compose_projects(job)  # what keep_containers kept: the stopped container and its network
     again = hoh_as_users_run_it(harbor, *argv, env={"HOH_PROBE": "another value"})  # values are not settings
     assert again.returncode == 0 and "cost map" not in again.stderr.lower(), again.stderr
     changed = [a if a != "2.5" else "3" for a in argv]
