@@ -180,3 +180,17 @@ def test_a_harbor_that_ignores_the_interrupt_is_killed_after_the_grace_period(tm
     thread.join(timeout=30)
     assert not thread.is_alive() and box["result"].exit_code == -9
     assert 0.9 < time.monotonic() - started < 10
+
+
+def test_knobs_parse_as_harbor_s_and_values_stay_out_of_the_configs():
+    from hoh.bench.settings import BenchSettings, parse_agent_env, parse_kwargs
+    assert parse_kwargs("--ak", ["n=2", "on=true", "py=False", "none=None", "s=two words", 'j={"a": [1]}', "e="]) == \
+        {"n": 2, "on": True, "py": False, "none": None, "s": "two words", "j": {"a": [1]}, "e": ""}
+    assert parse_agent_env(["A", "B=given=here"], environ={"A": "from-env"}) == {"A": "from-env", "B": "given=here"}
+    settings = BenchSettings(suite="s", harness="scripted", agent_env=["A", "B"], agent_kwargs={"script": "x.yaml"},
+                             environment_kwargs={"keep_containers": True})
+    agent = settings.agent_config(None)
+    assert agent["env"] == {"A": "${A}", "B": "${B}"} and agent["kwargs"]["script"] == "x.yaml"
+    assert settings.environment_config() == {"type": "docker", "kwargs": {"keep_containers": True}}
+    oracle = BenchSettings(suite="s", harness="oracle", agent_kwargs={"k": 1}).agent_config(None)
+    assert oracle == {"name": "oracle", "kwargs": {"k": 1}}
