@@ -253,3 +253,31 @@ def image_has(context: Path, tag: str, *programs: str) -> list[str]:
                             " ; ".join(f"command -v {p}" for p in programs) + "; true"],
                            capture_output=True, text=True, timeout=120)
     return found.stdout.split()
+
+
+def compose_containers() -> list[tuple[str, str]]:
+    """(id, compose project) of every compose container on the engine, running or not."""
+    listed = subprocess.run(["docker", "ps", "-a", "--filter", "label=com.docker.compose.project", "--format",
+                             '{{.ID}} {{.Label "com.docker.compose.project"}}'], capture_output=True, text=True,
+                            timeout=60, check=True)
+    return [(line.split()[0], line.split()[1]) for line in listed.stdout.splitlines() if len(line.split()) == 2]
+
+
+def containers_of_job(job: Path, kind: str = "ps -a") -> list[str]:
+    """The containers (or with kind="network ls", the networks) of a Harbor job's trials: their compose
+    projects are TRIAL__env (TRIAL: the trial dir)."""
+    trials = tuple(d.name.lower() + "__" for d in job.iterdir() if d.is_dir()) if job.is_dir() else ()
+    listed = subprocess.run(["docker", *kind.split(), "--filter", "label=com.docker.compose.project", "--format",
+                             '{{.ID}} {{.Label "com.docker.compose.project"}}'], capture_output=True, text=True,
+                            timeout=60, check=True)
+    return [line.split()[0] for line in listed.stdout.splitlines()
+            if len(line.split()) == 2 and line.split()[1].startswith(trials)]
+
+
+def remove_compose_projects(job: Path) -> None:
+    """Remove what a job's trials left on the engine (a test that kept it): containers, then networks (the
+    engine has room for ~30 networks only)."""
+    for kind, remove in (("ps -a", "rm -f"), ("network ls", "network rm")):
+        found = containers_of_job(job, kind)
+        if found:
+            subprocess.run(["docker", *remove.split(), *found], capture_output=True, timeout=120)

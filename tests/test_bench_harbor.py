@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_hoh
-from harbor_env import EXAMPLES, bench_runs, harbor  # noqa: F401 - fixtures
+from harbor_env import EXAMPLES, bench_runs, compose_containers, containers_of_job, harbor  # noqa: F401
 
 from hoh.bench.results import trial_results
 from hoh.store.journal import Journal, RunHistory
@@ -125,8 +125,10 @@ def test_an_interrupted_run_is_resumed_by_harbor(harbor, tmp_path):
         time.sleep(0.5)
     job_id = json.loads((out / "jobs" / "roman.agent" / "result.json").read_text())["id"]
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=180)
+    _, stderr = proc.communicate(timeout=400)
     assert proc.returncode == 130 and "rerun the same command to resume" in stderr, stderr
+    job = out / "jobs" / "roman.agent"
+    assert containers_of_job(job) == [] and containers_of_job(job, "network ls") == [], compose_containers()
     [(_, cancelled)] = trial_results(out / "jobs" / "roman.agent")
     assert cancelled["exception_info"]["exception_type"] == "CancelledError"  # Harbor stopped its trial
     again = harbor.hoh(*argv)

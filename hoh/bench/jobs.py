@@ -8,19 +8,25 @@ A job whose every trial finished is not started again at all, so an identical re
 
 The job's output goes to a log beside its config; when Harbor stops with an error, the error's
 last line (Harbor's own message) is what the trial records show.
+
+On Ctrl-C every Harbor is asked to stop as on its own Ctrl-C (it cancels its trials and takes their
+environments down); one that has not stopped after STOP_GRACE is killed, and the Docker containers
+of its trials that are still there are removed, so an interrupted run leaves none behind.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_json
-from ..harness.process import run_process
+from ..harness.process import call, run_process
 from .results import JobFiles, last_error
 
 
@@ -31,14 +37,29 @@ class JobOutcome:
     """Harbor's own last error line when it stopped with an error; None when the job ran through."""
 
 
+THIRD_PARTY_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+"""Set (unless the user set them) in hoh's process before Harbor is imported and in every Harbor's: LiteLLM
+(Harbor's dependency) otherwise fetches its model cost map from the internet when first imported, which
+offline prints four warnings and retries for seconds, and online makes costs depend on the day of the run;
+its bundled map is the one of the installed version."""
+STOP_GRACE = 180.0
+"""After Harbor is asked to stop: how long it gets to cancel its trials (hoh's agent settles for up to 120 s,
+then each environment is taken down) before its process group is killed."""
+DOCKER_TIMEOUT = 60.0
+
+
 class Running:
     """Process groups of the `harbor run`s in flight, so an interrupt can stop them (they are
-    their own sessions and do not get the terminal's Ctrl-C)."""
+    their own sessions and do not get the terminal's Ctrl-C), and the variables they all get
+    beyond this process's environment (the --ae values, which are never written to a file)."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None, grace: float = STOP_GRACE) -> None:
+        self.env = dict(env or {})
+        self.grace = grace
         self.pids: set[int] = set()
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.deadline: threading.Timer | None = None
 
     def add(self, pid: int) -> None:
         with self.lock:
@@ -51,20 +72,66 @@ class Running:
             self.pids.discard(pid)
 
     def stop(self) -> None:
-        """Ask every running Harbor to stop as on Ctrl-C: it cancels its trials and writes what it has."""
+        """Ask every running Harbor to stop as on Ctrl-C: it cancels its trials and writes what it has;
+        those still running after the grace period are killed."""
         self.stopping.set()
+        self.signal(signal.SIGINT)
+        with self.lock:
+            if self.deadline is None:
+                self.deadline = threading.Timer(self.grace, self.signal, (signal.SIGKILL,))
+                self.deadline.daemon = True
+                self.deadline.start()
+
+    def signal(self, sig: int) -> None:
         with self.lock:
             pids = list(self.pids)
         for pid in pids:
             try:
-                os.killpg(pid, signal.SIGINT)
+                os.killpg(pid, sig)
             except ProcessLookupError:
                 pass
 
 
-def harbor_env() -> dict[str, str]:
-    """This process's environment, with plain tracebacks (so the last line is the error) and no wrapping."""
-    return {**os.environ, "_TYPER_STANDARD_TRACEBACK": "1", "COLUMNS": "4000", "TERM": "dumb"}
+def compose_project(name: str) -> str:
+    """Docker Compose's project name for a Harbor session id (Harbor's docker environment sanitizes it so)."""
+    name = name.lower()
+    name = name if re.match(r"[a-z0-9]", name) else "0" + name
+    return re.sub(r"[^a-z0-9_-]", "-", name)
+
+
+def remove_leftovers(job_dir: Path) -> list[str]:
+    """Remove the Docker containers and networks of this job's trials that are still there: their compose
+    projects are `TRIAL__env` (and `TRIAL__verifier__KEY` for separate verifiers), TRIAL a trial dir's name.
+    Best effort, as Harbor's own `docker compose down` is: the ids removed."""
+    prefixes = tuple(compose_project(d.name) + "__" for d in job_dir.iterdir() if d.is_dir()) \
+        if job_dir.is_dir() else ()
+    removed: list[str] = []
+    if not prefixes:
+        return removed
+    for kind, remove in (("ps", ["rm", "-f"]), ("network", ["network", "rm"])):
+        listing = ["ps", "-a"] if kind == "ps" else ["network", "ls"]
+        found = _docker(*listing, "--filter", "label=com.docker.compose.project", "--format",
+                        '{{.ID}} {{.Label "com.docker.compose.project"}}')
+        ids = [line.split()[0] for line in found.splitlines()
+               if len(line.split()) == 2 and line.split()[1].startswith(prefixes)]
+        if ids:
+            _docker(*remove, *ids)
+            removed += ids
+    return removed
+
+
+def _docker(*args: str) -> str:
+    try:
+        return call(["docker", *args], timeout=DOCKER_TIMEOUT).stdout.decode(errors="replace")
+    except OSError:
+        return ""  # no docker CLI here: then there is nothing of ours to remove either
+
+
+def harbor_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment, with plain tracebacks (so the last line is the error) and no wrapping,
+    LiteLLM's bundled cost map, and `extra` (the --ae values Harbor's `${NAME}` templates read)."""
+    return {**THIRD_PARTY_ENV, **os.environ, "_TYPER_STANDARD_TRACEBACK": "1", "COLUMNS": "4000", "TERM": "dumb",
+            **(extra or {})}
 
 
 def run_job(files: JobFiles, config: dict[str, Any], running: Running) -> JobOutcome:
@@ -83,12 +150,14 @@ def run_job(files: JobFiles, config: dict[str, Any], running: Running) -> JobOut
         running.add(pid)
 
     try:
-        result = run_process(argv, cwd=files.out, env=harbor_env(), stdin=None, stdout_path=files.stdout,
-                             stderr_path=files.stderr, wall_timeout=float("inf"), idle_timeout=float("inf"),
-                             on_spawn=spawned)
+        result = run_process(argv, cwd=files.out, env=harbor_env(running.env), stdin=None,
+                             stdout_path=files.stdout, stderr_path=files.stderr, wall_timeout=float("inf"),
+                             idle_timeout=float("inf"), on_spawn=spawned)
     finally:
         for pid in pid_box:
             running.discard(pid)
+        if running.stopping.is_set() and (config.get("environment") or {}).get("type") == "docker":
+            remove_leftovers(files.dir)
     if result.spawn_error:
         return JobOutcome(None, f"harbor could not start: {result.spawn_error}")
     if result.exit_code == 0:

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from . import programbench
-from .settings import BenchSettings
-from .suite import harbor, lint_reason, resolve
+from .suite import harbor, lint_reason, tasks_of
 
 
 def list_suite(spec: str, include: list[str]) -> list[dict[str, Any]]:
@@ -27,7 +26,7 @@ def list_suite(spec: str, include: list[str]) -> list[dict[str, Any]]:
     harbor()
     from harbor.models.task.task import Task
     path = Path(spec).expanduser()
-    found = resolve(BenchSettings(suite=str(path.resolve()) if path.exists() else spec, include=include))
+    found = tasks_of(str(path.resolve()) if path.exists() else spec, include)
     rows = []
     for task in found.tasks:
         row = {"name": task.key, "description": "", "metadata": {}, "status": "ok", "reason": None}

@@ -31,7 +31,7 @@ from .calibrate import ORACLE_AGENT, Calibration, CalibrationResult, calibration
 from .records import grading_plan, records_of, task_record
 from .report import check_metric, markdown, summarize
 from .results import RUN_SCHEMA_VERSION, TASKS_SCHEMA_VERSION, RunPaths, load_run, read_json, trial_results
-from .settings import CANDIDATE_AGENT, ORACLE, BenchSettings, check
+from .settings import CANDIDATE_AGENT, ORACLE, BenchSettings, check, check_agent_kwargs, parse_agent_env
 
 OnStart = Callable[[str, str], None]
 """(task key, what starts: "calibrate" | "agent" | "grade")"""
@@ -47,6 +47,12 @@ def bench_settings(suite: str, **options: Any) -> BenchSettings:
                          "Harbor's oracle agent, or a --config whose harness.name is set")
     options["ablate"] = check(options.get("mode", "hoh"), options.get("ablate", []), options["loops"],
                               options["harness"])
+    multiplier = options.get("agent_timeout_multiplier")
+    if multiplier is not None and not multiplier > 0:
+        raise UsageError(f"--agent-timeout-multiplier must be more than 0, got {multiplier:g}")
+    check_agent_kwargs(options.get("agent_kwargs") or {}, options["harness"])
+    if "agent_env" in options:
+        options["agent_env"] = sorted(set(options["agent_env"]))
     if not programbench.is_programbench(suite) and Path(suite).expanduser().exists():
         suite = str(Path(suite).expanduser().resolve())
     return BenchSettings(suite=suite, **options)
@@ -122,11 +128,12 @@ def _nothing(*_: Any) -> None:
 class Bench:
     """One invocation of `hoh bench run` on one OUT."""
 
-    def __init__(self, settings: BenchSettings, paths: RunPaths, jobs: int, on_start: OnStart, on_done: OnDone):
+    def __init__(self, settings: BenchSettings, paths: RunPaths, jobs: int, on_start: OnStart, on_done: OnDone,
+                 agent_env: dict[str, str] | None = None):
         self.settings, self.paths = settings, paths
         self.slots = Slots(jobs)
         self.jobs = jobs
-        self.running = Running()
+        self.running = Running(agent_env or {})
         self.on_start, self.on_done = on_start, on_done
         config = str(paths.hoh_config) if settings.hoh is not None else None
         self.agent = settings.agent_config(config)
@@ -138,6 +145,11 @@ class Bench:
                                   "agents": agents, "tasks": [task]}
         if not verify:
             config["verifier"] = {"disable": True}
+        # The multiplier times the agent under test: the agent job's. A grade job's agents only replay a
+        # recorded candidate, and its verifier must run under the same timeout as the agent job's (whose
+        # verifier grades the final workdir), so grade jobs keep the task's own timeouts.
+        if self.settings.agent_timeout_multiplier is not None and agents == [self.agent]:
+            config["agent_timeout_multiplier"] = self.settings.agent_timeout_multiplier
         return config
 
     def run_task(self, entry: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -222,16 +234,22 @@ def plan_tasks(settings: BenchSettings, paths: RunPaths, found: suites.Suite) ->
     return entries
 
 
-def run_bench(settings: BenchSettings, out: Path, *, jobs: int = 1, on_plan: Callable[[int, int], None] = _nothing,
-              on_start: OnStart = _nothing, on_done: OnDone = _nothing, metric: str | None = None) -> RunResult:
-    """Run (or continue) the benchmark in OUT. Everything that can be refused is refused before OUT is touched;
-    `metric` (a reward key) is the summary's headline."""
+def run_bench(settings: BenchSettings, out: Path, *, jobs: int = 1, agent_env: dict[str, str] | None = None,
+              on_plan: Callable[[int, int], None] = _nothing, on_start: OnStart = _nothing,
+              on_done: OnDone = _nothing, metric: str | None = None) -> RunResult:
+    """Run (or continue) the benchmark in OUT. Everything that can be refused is refused before OUT is touched.
+    `agent_env`: the values of settings.agent_env (a name without one takes its value here); they reach Harbor's
+    process only. `metric` (a reward key) is the summary's headline."""
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    given = agent_env or {}
+    agent_env = {**parse_agent_env([n for n in settings.agent_env if n not in given]),
+                 **{n: v for n, v in given.items() if n in settings.agent_env}}
     suites.harbor()
     paths = RunPaths(out.expanduser().resolve())
     config = str(paths.hoh_config) if settings.hoh is not None else None
-    suites.preflight(settings, settings.agent_config(config))
+    agent = settings.agent_config(config)
+    suites.preflight(settings, {**agent, "env": agent_env} if agent_env else agent)  # in memory only
     packaged = programbench.is_programbench(settings.suite)
     found = programbench.suite(settings, paths) if packaged else suites.resolve(settings)
     if settings.check_only and not settings.calibrates:
@@ -245,7 +263,7 @@ def run_bench(settings: BenchSettings, out: Path, *, jobs: int = 1, on_plan: Cal
         entries = plan_tasks(settings, paths, found)
         if packaged:
             programbench.materialize(settings, paths, entries)
-        bench = Bench(settings, paths, jobs, on_start, on_done)
+        bench = Bench(settings, paths, jobs, on_start, on_done, agent_env)
         on_plan(len(entries), sum(1 for e in entries if paths.agent_job(e["key"]).complete()))
         result = bench.run(entries)
         result.summary = write_summary(paths, settings, metric)

@@ -11,6 +11,7 @@ run that cannot start says so in one line before any trial starts.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from fnmatch import fnmatch
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from .jobs import THIRD_PARTY_ENV
 from .settings import BenchSettings
 
 VALIDITY_RULES = ("invalid-task-config", "unknown-config-field", "invalid-task-files")
@@ -25,7 +27,9 @@ VALIDITY_RULES = ("invalid-task-config", "unknown-config-field", "invalid-task-f
 
 
 def harbor() -> None:
-    """Fail in one line when Harbor is not importable here."""
+    """Fail in one line when Harbor is not importable here. Called before hoh first uses Harbor."""
+    for name, value in THIRD_PARTY_ENV.items():
+        os.environ.setdefault(name, value)  # before LiteLLM is imported, which reads it then (see THIRD_PARTY_ENV)
     try:
         import harbor as _  # noqa: F401
     except ImportError:
@@ -92,13 +96,18 @@ def _unique(names: list[str]) -> list[str]:
 
 
 def resolve(settings: BenchSettings) -> Suite:
-    """The suite's runnable tasks (and the dirs Harbor would skip, with its reason)."""
+    """The run's suite: its runnable tasks (and the dirs Harbor would skip, with its reason)."""
+    return tasks_of(settings.suite, settings.include)
+
+
+def tasks_of(spec: str, globs: list[str]) -> Suite:
+    """A suite's runnable tasks (and the dirs Harbor would skip, with its reason); `hoh bench list` needs no
+    run settings for it."""
     from harbor.models.job.config import DatasetConfig
     from harbor.models.task.task import Task
     from harbor.models.trial.config import TaskConfig
 
-    spec = settings.suite
-    include = settings.include or None
+    include = globs or None
     path = Path(spec).expanduser()
     invalid: list[tuple[str, str]] = []
     try:
@@ -175,9 +184,14 @@ def preflight(settings: BenchSettings, agent: dict[str, Any]) -> None:
     try:
         AgentFactory.run_preflight(AgentConfig.model_validate(agent), skip_credential_checks=True)
     except (ValueError, SystemExit) as err:
-        raise UsageError(_first_line(err)) from None
+        raise UsageError(_first_line(err, heading=True)) from None
 
 
-def _first_line(err: BaseException) -> str:
+def _first_line(err: BaseException, heading: bool = False) -> str:
+    """The error's first line; with `heading`, a first line ending in ':' (Harbor lists bad agent options one per
+    line under one) is joined with the rest."""
     text = str(err.code if isinstance(err, SystemExit) else err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+    if not text:
+        return type(err).__name__
+    lines = text.splitlines()
+    return " ".join(" ".join(lines).split()) if heading and lines[0].rstrip().endswith(":") else lines[0]

@@ -66,15 +66,28 @@ def run(
     metric: Optional[str] = typer.Option(None, "--metric", help="The reward key the headline HoH@k is of "
                                          "(default: reward, the only key, or the mean of the keys).",
                                          rich_help_panel="Grading"),
+    agent_timeout_multiplier: Optional[float] = typer.Option(None, "--agent-timeout-multiplier", help="Harbor's: "
+                                                             "the task's agent timeout × this (the agent job).",
+                                                             rich_help_panel="Harbor"),
+    agent_kwargs: list[str] = typer.Option([], "--ak", help="Harbor's: an agent kwarg KEY=VALUE (hoh's agent options, "
+                                           "or the oracle's; repeatable).", rich_help_panel="Harbor"),
+    agent_env: list[str] = typer.Option([], "--ae", help="Harbor's: a variable for the agent, NAME=VALUE or NAME (its "
+                                        "value here); only the name is stored (repeatable).", rich_help_panel="Harbor"),
+    environment_kwargs: list[str] = typer.Option([], "--ek", help="Harbor's: an environment kwarg KEY=VALUE "
+                                                 "(repeatable).", rich_help_panel="Harbor"),
 ) -> None:
     """Run SUITE on Harbor: per task one agent trial (hoh, or Harbor's oracle), then one grading trial per loop."""
     from ..bench import settings as s
     from ..bench.runner import bench_settings, frozen_config, run_bench
     out, err = out_console(), err_console()
+    env_values = s.parse_agent_env(agent_env)
     settings = bench_settings(suite, env=env, harness=harness, model=model, base_url=base_url,
                               api_key_env=api_key_env, mode=mode, ablate=ablate, include=include,
                               loops=loops or s.default_loops(mode, harness), hoh=frozen_config(config),
-                              overrides=set_, programbench_download=programbench_download, calibrate=calibrate)
+                              overrides=set_, programbench_download=programbench_download, calibrate=calibrate,
+                              agent_timeout_multiplier=agent_timeout_multiplier,
+                              agent_kwargs=s.parse_kwargs("--ak", agent_kwargs),
+                              agent_env=list(env_values), environment_kwargs=s.parse_kwargs("--ek", environment_kwargs))
 
     def planned(total: int, done: int) -> None:
         if not quiet and done:
@@ -89,8 +102,8 @@ def run(
             plain(err, task_line(record))
 
     try:
-        result = run_bench(settings, out_dir, jobs=jobs, on_plan=planned, on_start=started, on_done=finished,
-                           metric=metric)
+        result = run_bench(settings, out_dir, jobs=jobs, agent_env=env_values, on_plan=planned, on_start=started,
+                           on_done=finished, metric=metric)
     except KeyboardInterrupt:
         raise Interrupted("interrupted; Harbor stopped its trials; rerun the same command to resume them") from None
     render_summary(out, result.summary)
