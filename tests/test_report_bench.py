@@ -57,7 +57,7 @@ def test_oracle_and_scripted_runs_show_hoh_curves(bench_runs, tmp_path):
     csv_row = page.text[page.text.index('<tr id="task-csvstat">'):]
     assert re.search(r'<td class="n delta">([\d.+–-]+)</td>', csv_row)[1] == "+0.000"
     assert 'data-state="graded"' in _cell(page.text, "cell-2-csvstat-1")[0]
-    assert "A ran 1 loops and B 3: HoH@k beyond 1 has no value for the shorter run" in page.text
+    assert "A ran 1 loop and B 3: HoH@k beyond 1 has no value for the shorter run" in page.text
     assert "None: every trial completed and was graded." in page.text
     tokens = sum(t["tokens"]["input"] + t["tokens"]["output"] for t in summaries["scripted"]["tasks"])
     assert tokens > 0 and f"{tokens:,}" in page.text
