@@ -174,8 +174,10 @@ def bench_runs(harbor, tmp_path_factory) -> dict[str, Path]:
     def make(root: Path) -> None:
         finish({"oracle": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "oracle", "--env", "docker",
                                            "-o", root / "oracle", "-j", "3", "-q"),
+                # the oracle run is the examples' calibration (and the modes test calibrates kvstore)
                 "scripted": harbor.hoh_async("bench", "run", EXAMPLES, "--harness", "scripted", "--loops", "3",
-                                             "--env", "docker", "-o", root / "scripted", "-j", "4", "-q")})
+                                             "--env", "docker", "-o", root / "scripted", "-j", "4", "-q",
+                                             "--no-calibrate")})
 
     root = shared_once(tmp_path_factory, "bench-runs", make)
     return {"oracle": root / "oracle", "scripted": root / "scripted"}

@@ -20,7 +20,7 @@ import pytest
 import unprivileged
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS_TIMEOUT = 480
+CORPUS_TIMEOUT = 720
 MIN_PASSED = 40
 TAIL_LINES = 60
 

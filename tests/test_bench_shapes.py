@@ -4,9 +4,8 @@ reward.txt beside reward.json, a prebuilt `docker_image`, a separate verifier en
 sidecar, `network_mode = "no-network"` (which Harbor's Docker environment cannot enforce here), a
 verifier whose environment cannot start, `[[steps]]`, and a loop that leaves no candidate.
 
-`hoh bench` runs two loops; every script does the same in both (except `late`'s, whose loop 1 Developer
-fails). The plain run is `harbor run --agent hoh.harbor:HohAgent` with one loop, whose own verifier grades
-loop 1's candidate in place.
+`hoh bench` runs one loop, as the plain run does (`harbor run --agent hoh.harbor:HohAgent`, whose own
+verifier grades loop 1's candidate in place); `late`'s loop 1 Developer fails.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ def shapes(harbor, tmp_path_factory) -> dict:
     # A plain Harbor job stops at the no-network task (see below), so the plain run covers it alone.
     plain_suite = root / "plain-suite"
     shutil.copytree(SHAPES, plain_suite, ignore=lambda d, names: ["no-network"] if Path(d) == SHAPES else [])
-    bench = harbor.hoh_async("bench", "run", SHAPES, "--harness", "scripted", "--loops", "2", "--env", "docker",
+    bench = harbor.hoh_async("bench", "run", SHAPES, "--harness", "scripted", "--loops", "1", "--env", "docker",
                              "-o", root / "bench", "-j", "4", "-q")
     plain = harbor.run(plain_suite, root / "jobs", "plain", "--agent", "hoh.harbor:HohAgent", "--ak",
                        "harness=scripted", "--ak", "loops=1", "-n", "4")
@@ -57,8 +56,8 @@ def test_scored_shapes_get_the_rewards_a_plain_harbor_run_gives(shapes):
         assert record["outcome"] == "completed" and record["error"] is None, task
     # every reward key is kept: HoH@t per key where a suite has several
     multikey = shapes["bench"]["multikey"]
-    assert multikey["scores"] == [1.0, 1.0]
-    assert "docs: @1 0.000 → @2 0.000" in shapes["stdout"] and "reward: @1 1.000 → @2 1.000" in shapes["stdout"]
+    assert multikey["scores"] == [1.0]
+    assert "docs: @1 0.000" in shapes["stdout"] and "reward: @1 1.000" in shapes["stdout"]
 
 
 def test_both_reward_files_are_read_as_harbor_reads_them(shapes):
@@ -69,30 +68,25 @@ def test_both_reward_files_are_read_as_harbor_reads_them(shapes):
 
 
 def test_a_separate_verifier_grades_the_replayed_candidate_as_an_artifact(shapes):
-    grades = trial_results(shapes["out"] / "jobs" / "separate.grade")
-    assert len(grades) == 2  # one per loop, each candidate its own
-    for _, grade in grades:
-        assert grade["verifier_environment_mode"] == "separate"
-        assert grade["verifier_result"]["rewards"] == {"reward": 1.0}
+    [(_, grade)] = trial_results(shapes["out"] / "jobs" / "separate.grade")
+    assert grade["verifier_environment_mode"] == "separate" and grade["verifier_result"]["rewards"] == {"reward": 1.0}
 
 
 def test_a_loop_whose_role_failed_is_an_error_and_never_graded_as_the_starting_state(shapes):
     late = shapes["bench"]["late"]
     assert [(e["state"], e["hoh_status"], e["graded_loop"], e["score"]) for e in late["loops"]] == \
-        [("failed", "developer_failed", None, None), ("graded", "pass", 2, 1.0)]
+        [("failed", "developer_failed", None, None)]
     assert late["outcome"] == "error" and late["error"].startswith("loop 1: developer failed after")
     # the plain run's verifier graded what the failed loop left, A_0 as the task ships it: 0, a silent zero
     assert shapes["plain"]["late"].result["verifier_result"]["rewards"] == {"reward": 0.0}
-    graded = {r["agent_info"]["name"]: r["verifier_result"]["rewards"]
-              for _, r in trial_results(shapes["out"] / "jobs" / "late.grade")}
-    assert graded == {"hoh-candidate": {"reward": 1.0}}  # only loop 2's candidate: nothing grades A_0
-    assert [e["state"] for e in shapes["bench"]["multikey"]["loops"]] == ["graded", "graded"]
+    assert not (shapes["out"] / "jobs" / "late.grade").exists()  # nothing to grade: A_0 is not its score
+    assert [e["state"] for e in shapes["bench"]["multikey"]["loops"]] == ["graded"]
 
 
 def test_errors_carry_the_reason_harbor_gives_and_are_never_scores(shapes):
     bench = shapes["bench"]
     for task in ERRORS:
-        assert bench[task]["outcome"] == "error" and bench[task]["scores"] == [None, None], task
+        assert bench[task]["outcome"] == "error" and bench[task]["scores"] == [None], task
     # a verifier whose environment cannot start: the same exception, the daemon's same reason
     plain = shapes["plain"]["broken-verifier"].result["exception_info"]
     reason = re.search(r"Error response from daemon: [^\n]*", plain["exception_message"]).group(0)

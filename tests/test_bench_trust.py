@@ -99,18 +99,19 @@ def test_a_verifier_that_needs_an_unreachable_host_makes_its_task_not_gradable_h
 
 def test_bench_check_grades_only_the_reference_solutions(harbor, bench_trust, tmp_path):
     # the calibration jobs of the run are Harbor's: `hoh bench check` does only this, in its own OUT
-    checked = harbor.hoh("bench", "check", TRUST, "-i", "offline-verifier", "-i", "twokeys", "-o", tmp_path / "check",
-                         "-j", "2", "--json")
+    checked = harbor.hoh("bench", "check", TRUST, "-i", "offline-verifier", "-i", "dies", "-o", tmp_path / "check",
+                         "--json")
     assert checked.returncode == 1, checked.stderr[-2000:]  # a task is not gradable here
     found = {t["task"]: t for t in json.loads(checked.stdout)["tasks"]}
-    assert found["twokeys"]["state"] == "gradable" and found["twokeys"]["rewards"] == {"correctness": 1.0,
-                                                                                       "performance": 1.0}
+    assert found["dies"]["state"] == "no_solution"
     assert found["offline-verifier"]["state"] == "not_gradable"
     assert any("Name or service not known" in line for line in found["offline-verifier"]["telling"])
     assert not list((tmp_path / "check" / "jobs").glob("*.agent"))
 
 
 def test_a_two_key_task_shows_both_keys_everywhere(harbor, bench_trust, tmp_path):
+    assert records(bench_trust["stop"])["twokeys"]["calibration"]["rewards"] == {"correctness": 1.0,
+                                                                                  "performance": 1.0}
     task = records(bench_trust["stop"])["twokeys"]
     assert [entry["rewards"] for entry in task["loops"]] == [{"correctness": 1.0, "performance": 0.5}] + \
         [{"correctness": 1.0, "performance": 1.0}] * 2
