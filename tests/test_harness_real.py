@@ -191,7 +191,7 @@ def test_a_key_less_endpoint_is_reached_through_hoh_egress_and_without_it(name, 
     with MockLLM(script=mini) as mock:
         result = run_hoh("build", p.spec, "--harness", name, "--model", MODEL[name], "--base-url", mock.base_url,
                          "--loops", "1", "-w", p.ws, "-q", "--set", "policy.max_retries=0",
-                         "--set", f"sandbox.network={network}")
+                         "--set", f"sandbox.network={network}", timeout=240)
         requests = mock.requests()
     assert result.returncode == 0, result.stderr
     assert {r["match"]["role"] for r in requests} >= {"planner", "developer", "qa"}  # opencode also asks for a title
