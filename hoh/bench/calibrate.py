@@ -101,9 +101,9 @@ def calibration_of(paths: RunPaths, entry: dict[str, Any]) -> CalibrationResult:
     rewards, error = rewards_of(result), harbor_error(result)
     if error and error.startswith("CancelledError"):  # an interrupted run: the rerun grades it
         return CalibrationResult(Calibration.PENDING, trial=str(trial))
-    output = trial_output(trial)
     if error and "Solution script not found" in error:
         return CalibrationResult(Calibration.NO_SOLUTION, trial=str(trial))
+    output = trial_output(trial)
     if rewards is None:
         why = f"the reference solution was not graded: {cause_of(error) or 'the verifier produced no reward'}"
         return CalibrationResult(Calibration.NOT_GRADABLE, reason=why, telling=telling_lines(f"{output}\n{error}"),

@@ -188,9 +188,10 @@ class Bench:
     def calibrate(self, entry: dict[str, Any]) -> tuple[CalibrationResult, bool]:
         """The task's reference solution graded once in the run's environment (Harbor's oracle), unless it has
         none or the run does not calibrate; the result, and whether a job was started."""
-        if not self.settings.calibrates or entry.get("solution") is False:
-            return calibration_of(self.paths, entry) if self.settings.calibrates else \
-                CalibrationResult(Calibration.OFF), False
+        if not self.settings.calibrates:
+            return CalibrationResult(Calibration.OFF), False
+        if entry.get("solution") is False:
+            return CalibrationResult(Calibration.NO_SOLUTION), False
         job = self.paths.calibration_job(entry["key"])
         started = False
         if not job.complete() and not self.running.stopping.is_set():
