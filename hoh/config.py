@@ -197,6 +197,13 @@ class IndexConfig(_Model):
     """Loops shown in the verdict trend."""
 
 
+class LedgerConfig(_Model):
+    same_defect_loops: int = Field(10, ge=0)
+    """A QA finding that names no issue or behaviour is the issue of the same title (case, whitespace and
+    punctuation folded) when that issue is active, or was closed within this many loops: reopened, not filed
+    again. 0: active issues only."""
+
+
 class GuardConfig(_Model):
     ignore: list[str] = Field(default_factory=lambda: ["__pycache__", ".pytest_cache", "*.pyc"])
     """Names of caches that tools create as a side effect; not counted as writes to read-only areas."""
@@ -298,6 +305,7 @@ class HohConfig(_Model):
     mechanisms: MechanismsConfig = Field(default_factory=MechanismsConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)

@@ -179,3 +179,56 @@ def test_plan_update_switch_reuses_the_first_plan(make_project):
     assert _manifest(p, 2, "developer")["files"][1]["path"] == "state/loops/0002/plan.json"
     step = next(e for e in p.journal() if e["event"] == "step_finished" and e["loop"] == 2 and e["step"] == "planner")
     assert step["reused_plan"] is True
+
+
+# ---- one defect, one issue ------------------------------------------------------------------------------
+def test_a_returning_defect_with_id_less_findings_is_one_issue_over_five_loops(make_project):
+    """The real-CLI scenario: a defect comes back twice and QA's findings name no id; the ledger reopens
+    the one issue each time (titles differing in case, punctuation and spacing) instead of filing copies."""
+    titles = {1: "greet.py crashes on an empty name", 3: "Greet.py CRASHES on an empty name!",
+              5: "greet.py  crashes -- on an empty name."}
+    script = mini_script(5)
+    for t, title in titles.items():
+        script["loops"][t]["qa"]["probes"] = [{"id": f"probe-{t}", "run": "false",
+                                              "finding": {"title": title, "severity": "major"}}]
+    for t in (2, 4):  # the fix: a task for I-0001 whose acceptance QA verifies
+        script["loops"][t]["planner"]["reply"]["tasks"][0]["issues"] = ["I-0001"]
+    p = make_project(script)
+    assert p.build(loops=5).status == "finished"
+    ledger = json.loads(p.state("ledger.json").read_text())
+    assert [i["id"] for i in ledger["issues"]] == ["I-0001"]
+    issue = ledger["issues"][0]
+    assert [h["status"] for h in issue["history"]] == ["open", "closed", "reopened", "closed", "reopened"]
+    assert issue["regressions"] == 2 and issue["status"] == "reopened"
+
+
+def test_an_id_less_finding_matches_an_issue_closed_within_the_window_only():
+    ledger = ledger_with_open_issue()  # I-0001 "crash on %", opened in loop 1
+    ledger.apply_loop(2, plan([("T1", ["I-0001"], "no crash on %")]), dev("T1"), "loop-0002-bbbbbbbbbbbb",
+                      qa([("T1.A", "verified")]))
+    assert ledger.issue("I-0001")["status"] == "closed"
+    # 13 loops later, with a window of 10: a new issue of that title, the old one left closed.
+    ledger.apply_loop(15, plan([("T2", [], "c")]), dev("T2"), "loop-0015-cccccccccccc",
+                      qa([("T2.A", "verified")], findings=[("Crash on %!", "major", None)]), same_defect_loops=10)
+    assert ledger.issue("I-0001")["status"] == "closed" and ledger.issue("I-0002")["status"] == "open"
+    # Within the window the newest issue of that title reopens; the same title twice in one report is one issue.
+    ledger.apply_loop(16, plan([("T3", ["I-0002"], "no crash on % at all")]), dev("T3"), "loop-0016-dddddddddddd",
+                      qa([("T3.A", "verified")]))
+    ledger.apply_loop(18, plan([("T4", [], "d")]), dev("T4"), "loop-0018-eeeeeeeeeeee",
+                      qa([("T4.A", "verified")], findings=[("crash  on %", "major", None), ("CRASH ON %.", "minor", None)]),
+                      same_defect_loops=10)
+    assert len(ledger.issues) == 2
+    assert ledger.issue("I-0002")["status"] == "reopened" and ledger.issue("I-0002")["regressions"] == 1
+    assert ledger.issue("I-0001")["status"] == "closed"
+
+
+def test_an_id_less_finding_matches_an_active_issue_at_any_age_and_a_window_of_zero_only_active():
+    ledger = ledger_with_open_issue()
+    ledger.apply_loop(40, plan([("T2", [], "c")]), dev("T2"), "loop-0040-cccccccccccc",
+                      qa([("T2.A", "verified")], findings=[("CRASH on %", "major", None)]), same_defect_loops=0)
+    assert len(ledger.issues) == 1 and len(ledger.issue("I-0001")["history"]) == 2
+    ledger.apply_loop(41, plan([("T1", ["I-0001"], "no crash on %")]), dev("T1"), "loop-0041-dddddddddddd",
+                      qa([("T1.A", "verified")]))
+    ledger.apply_loop(42, plan([("T3", [], "e")]), dev("T3"), "loop-0042-eeeeeeeeeeee",
+                      qa([("T3.A", "verified")], findings=[("crash on %", "major", None)]), same_defect_loops=0)
+    assert [i["status"] for i in ledger.issues] == ["closed", "open"]

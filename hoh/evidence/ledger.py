@@ -6,7 +6,9 @@ claims. Rules that make it trustworthy:
 - a closed issue found failing again is `reopened`, its history kept, its regression count raised;
 - a verified behaviour that QA finds broken reopens the issues it was verified for, or else
   becomes a new regression issue; a QA finding that names the behaviour it breaks (`behaviour_id`)
-  is that same regression, never a second issue for the one defect.
+  is that same regression, never a second issue for the one defect;
+- a finding that names no id is the issue of the same title (`title_key`: case, whitespace and punctuation
+  folded) when that issue is active or was closed within `same_defect_loops` loops: one defect, one issue.
 Each issue gets one history entry per loop that touched it, carrying the loop's final status.
 """
 
@@ -50,12 +52,20 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.strip().lower())
 
 
+def title_key(title: str) -> str:
+    """A finding's title as the ledger compares it: "Divide-by-zero CRASHES!" is "divide by zero crashes"."""
+    return " ".join(re.sub(r"[\W_]+", " ", title.casefold()).split())
+
+
 class Ledger:
     def __init__(self, data: dict[str, Any] | None = None):
         self.data = data or {"schema_version": LEDGER_SCHEMA_VERSION, "issues": [], "behaviours": []}
         self._issues = {i["id"]: i for i in self.data["issues"]}
         self._behaviours = {b["id"]: b for b in self.data["behaviours"]}
         self._by_text = {_norm(b["behaviour"]): b for b in self.data["behaviours"]}
+        self._by_title: dict[str, list[dict[str, Any]]] = {}
+        for issue in self.data["issues"]:
+            self._by_title.setdefault(title_key(issue["title"]), []).append(issue)
 
     # ---- persistence -------------------------------------------------------------------------
     @classmethod
@@ -135,7 +145,18 @@ class Ledger:
             issue["behaviour_id"] = behaviour_id
         self.issues.append(issue)
         self._issues[issue["id"]] = issue
+        self._by_title.setdefault(title_key(title), []).append(issue)
         return issue
+
+    def same_defect(self, title: str, loop: int, within: int) -> dict[str, Any] | None:
+        """The issue a finding of this title that names no id stands for: an active issue of the same
+        `title_key`, else the one closed most recently if that was within `within` loops of `loop`."""
+        same = self._by_title.get(title_key(title), ())
+        active = [i for i in same if i["status"] in ACTIVE]
+        if active:
+            return min(active, key=lambda i: i["id"])
+        recent = [i for i in same if i["status"] == "closed" and loop - i["last_loop"] <= within]
+        return max(recent, key=lambda i: (i["last_loop"], i["id"])) if recent else None
 
     def _behaviour_for(self, text: str, loop: int, candidate_id: str) -> dict[str, Any]:
         found = self._by_text.get(_norm(text))
@@ -148,8 +169,9 @@ class Ledger:
         return found
 
     def apply_loop(self, loop: int, plan: Plan | Mapping[str, Any], developer: DeveloperReport | Mapping | None,
-                   candidate_id: str | None, qa: QaReport | Mapping | None) -> None:
-        """Fold one loop's Developer claims and QA report into the ledger (records, or their JSON)."""
+                   candidate_id: str | None, qa: QaReport | Mapping | None, same_defect_loops: int = 10) -> None:
+        """Fold one loop's Developer claims and QA report into the ledger (records, or their JSON);
+        `same_defect_loops`: `ledger.same_defect_loops`."""
         plan = record_of(Plan, plan)
         developer = record_of(DeveloperReport, developer) if developer is not None else None
         qa = record_of(QaReport, qa) if qa is not None else None
@@ -174,7 +196,7 @@ class Ledger:
                         touch(issue, "fixed_pending_verify", "developer", [], f"developer claims task {task.id} done")
 
         if qa is not None:
-            self._apply_qa(loop, plan, candidate_id, qa, touch)
+            self._apply_qa(loop, plan, candidate_id, qa, touch, same_defect_loops)
 
         for issue_id, entry in touched.items():
             issue = self._issues[issue_id]
@@ -185,7 +207,8 @@ class Ledger:
             entry["notes"] = "; ".join(entry["notes"])
             issue["history"].append(entry)
 
-    def _apply_qa(self, loop: int, plan: Plan, candidate_id: str | None, qa: QaReport, touch) -> None:
+    def _apply_qa(self, loop: int, plan: Plan, candidate_id: str | None, qa: QaReport, touch,
+                  same_defect_loops: int) -> None:
         def refs(item: CheckResult | Finding) -> list[str]:
             return [e.label for e in item.evidence]
 
@@ -224,7 +247,11 @@ class Ledger:
                 finding = named.get(behaviour["id"])
                 title, severity = (finding.title, finding.severity) if finding else \
                     (f"Regression: {behaviour['behaviour']}", "major")
-                linked = [self._new_issue(title, severity, loop, behaviour["id"])["id"]]
+                issue = self.same_defect(title, loop, same_defect_loops)
+                if issue is None:
+                    issue = self._new_issue(title, severity, loop, behaviour["id"])
+                issue.setdefault("behaviour_id", behaviour["id"])
+                linked = [issue["id"]]
             for issue_id in linked:
                 failing.setdefault(issue_id, (evidence, note))
 
@@ -247,7 +274,8 @@ class Ledger:
                 self._mark_behaviour(behaviour, "failed", loop, candidate_id)
                 regression_issues(behaviour, refs(finding), finding.title)
             else:
-                issue = self._new_issue(finding.title, finding.severity, loop)
+                issue = self.same_defect(finding.title, loop, same_defect_loops) \
+                    or self._new_issue(finding.title, finding.severity, loop)
                 failing.setdefault(issue["id"], (refs(finding), finding.title))
 
         for issue_id, evidence in passing.items():

@@ -378,7 +378,8 @@ class Runtime:
             # journal entry never applies a loop twice.
             if ledger.data.get("applied_through", 0) < t:
                 if outcome.plan is not None:
-                    ledger.apply_loop(t, outcome.plan, outcome.developer, candidate_id, outcome.qa)
+                    ledger.apply_loop(t, outcome.plan, outcome.developer, candidate_id, outcome.qa,
+                                      self.config.ledger.same_defect_loops)
                 ledger.data["applied_through"] = t
                 ledger.save(self.paths.ledger)
             self.write_index(t, ledger)
