@@ -10,7 +10,7 @@ Why matplotlib SVG (measured on this project's reports, mid-2026 releases):
 What is lost is hover: each plot's exact numbers are embedded beside it as JSON (`data`) and every
 bar carries an id `<plot>-<series>-<x>`, so the numbers stay one click (or one test) away.
 
-matplotlib is imported only when a report is drawn (`pip install 'hoh[report]'`), never by `hoh --help`.
+matplotlib (a core dependency) is imported only when a report is drawn, never by `hoh --help`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _figure(height: float = 3.0):
         from matplotlib.figure import Figure
     except ImportError:
         raise UsageError("the HTML report draws with matplotlib, which is not installed: "
-                         "pip install 'hoh[report]'") from None
+                         "pip install 'matplotlib>=3.8'") from None
     fig = Figure(figsize=(6.4, height), layout="constrained")
     return fig, fig.add_subplot()
 
