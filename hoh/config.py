@@ -204,6 +204,14 @@ class LedgerConfig(_Model):
     again. 0: active issues only."""
 
 
+class ChecksConfig(_Model):
+    replay: bool = True
+    """Replay every admitted check on each new candidate before QA (the verified behaviours as a regression
+    suite the Runtime runs itself)."""
+    replay_budget_s: float | None = Field(600.0, gt=0)
+    """Time for one loop's replay; over it, the rest is skipped (at-risk checks run first). null: no limit."""
+
+
 class GuardConfig(_Model):
     ignore: list[str] = Field(default_factory=lambda: ["__pycache__", ".pytest_cache", "*.pyc"])
     """Names of caches that tools create as a side effect; not counted as writes to read-only areas."""
@@ -306,6 +314,7 @@ class HohConfig(_Model):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
     guard: GuardConfig = Field(default_factory=GuardConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)

@@ -118,6 +118,11 @@ class WorkspacePaths:
         return self.state / "ledger.json"
 
     @property
+    def checks(self) -> Path:
+        """The register of executable checks (`evidence/checks.py`)."""
+        return self.state / "checks.json"
+
+    @property
     def harness_homes(self) -> Path:
         return self.scratch / "homes"
 
@@ -166,6 +171,24 @@ class LoopPaths:
     @property
     def evidence(self) -> Path:
         return self.dir / "evidence"
+
+    @property
+    def replay(self) -> Path:
+        """The register's checks run on this loop's candidate before its QA."""
+        return self.dir / "replay.json"
+
+    @property
+    def replay_dir(self) -> Path:
+        return self.dir / "replay"
+
+    @property
+    def admitted(self) -> Path:
+        """The checks QA attached this loop, each kept or rejected with its reason."""
+        return self.dir / "checks.json"
+
+    @property
+    def admit_dir(self) -> Path:
+        return self.dir / "admit"
 
     @property
     def qa_scratch(self) -> Path:

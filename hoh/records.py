@@ -212,13 +212,16 @@ class CheckResult:
     status: str
     """verified | failed | insufficient_evidence."""
     evidence: tuple[Evidence, ...] = ()
+    check: Json | None = None
+    """The executable check QA attached (`schemas/qa.schema.json#/$defs/check`; read by `evidence.checks`)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "CheckResult":
-        return cls(data["id"], data["status"], _evidence(data))
+        return cls(data["id"], data["status"], _evidence(data), data.get("check"))
 
     def to_json(self) -> Json:
-        return {"id": self.id, "status": self.status, "evidence": [e.to_json() for e in self.evidence]}
+        return _optional({"id": self.id, "status": self.status, "evidence": [e.to_json() for e in self.evidence]},
+                         check=self.check)
 
     @property
     def verified(self) -> bool:
@@ -248,6 +251,14 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Retirement(FlatRecord):
+    """A check QA retires: the behaviour it pins was changed on purpose."""
+
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class QaReport:
     """E_t: QA's independent acceptance of one frozen candidate."""
 
@@ -259,19 +270,22 @@ class QaReport:
     preserved: tuple[CheckResult, ...] = ()
     findings: tuple[Finding, ...] = ()
     summary: str | None = None
+    retire: tuple[Retirement, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "QaReport":
         return cls(data.get("schema_version", 1), data.get("loop", 0), data.get("candidate_id", ""),
                    Verdict(data["verdict"]), tuple(CheckResult.from_json(c) for c in data.get("criteria", ())),
                    tuple(CheckResult.from_json(p) for p in data.get("preserved", ())),
-                   tuple(Finding.from_json(f) for f in data.get("findings", ())), data.get("summary"))
+                   tuple(Finding.from_json(f) for f in data.get("findings", ())), data.get("summary"),
+                   tuple(Retirement.from_json(r) for r in data.get("retire", ())))
 
     def to_json(self) -> Json:
         return _optional({"schema_version": self.schema_version, "loop": self.loop, "candidate_id": self.candidate_id,
                           "verdict": self.verdict.value, "criteria": [c.to_json() for c in self.criteria],
                           "preserved": [p.to_json() for p in self.preserved],
-                          "findings": [f.to_json() for f in self.findings]}, summary=self.summary)
+                          "findings": [f.to_json() for f in self.findings]}, summary=self.summary,
+                         retire=[r.to_json() for r in self.retire] or None)
 
     @property
     def verified_count(self) -> int:
@@ -334,6 +348,10 @@ class LoopSummary:
     """role → Usage.to_json()."""
     error: str | None = None
     """Why a role of the loop failed (`role failed after N attempt(s): last error`), when one did."""
+    checks: dict[str, int] | None = None
+    """replayed, failed, flaky, skipped (the replay before QA), added, rejected, retired (QA's checks)."""
+    check_seconds: float = 0.0
+    """The replay's and the admission's time: the project's own test time, neither a role's nor hoh's overhead."""
 
     @property
     def verdict(self) -> Verdict | None:
@@ -345,7 +363,7 @@ class LoopSummary:
                    data["criteria_total"], data.get("issues"), data.get("progress"), data["seconds"],
                    dict(data.get("role_seconds", {})), dict(data.get("attempts", {})),
                    dict(data.get("violations", {})), data["tokens"], data.get("cost_usd"), dict(data["usage"]),
-                   data.get("error"))
+                   data.get("error"), data.get("checks"), data.get("check_seconds", 0.0))
 
     def to_json(self) -> Json:
         return {"loop": self.loop, "status": self.status.value,
@@ -353,4 +371,5 @@ class LoopSummary:
                 "criteria_verified": self.criteria_verified, "criteria_total": self.criteria_total,
                 "attempts": dict(self.attempts), "seconds": self.seconds, "role_seconds": dict(self.role_seconds),
                 "issues": self.issues, "violations": dict(self.violations), "progress": self.progress,
-                "tokens": self.tokens, "cost_usd": self.cost_usd, "usage": dict(self.usage), "error": self.error}
+                "tokens": self.tokens, "cost_usd": self.cost_usd, "usage": dict(self.usage), "error": self.error,
+                "checks": self.checks, "check_seconds": self.check_seconds}

@@ -86,7 +86,8 @@ def test_usage_is_one_shape_and_an_unknown_cost_stays_unknown():
 def test_prompts_and_the_mock_share_the_marker():
     from hoh.runtime.prompts import template
     text = template("qa").render(role="qa", loop=3, attempt=2, spec="S", plan_md="P", candidate_id="loop-0003-abc",
-                                 candidate_dir="/c", evidence_dir="/e dir", schema="{}")
+                                 candidate_dir="/c", evidence_dir="/e dir", schema="{}",
+                                 replay=None, checks_rejected=[])
     assert text.splitlines()[0] == role_marker("qa", 3, 2)
     marker = find_role_marker(text)
     assert (marker.role, marker.loop, marker.attempt) == ("qa", 3, 2)

@@ -80,6 +80,9 @@ class RoleEnvironment(Executor):
             raise EnvironmentUnavailable(f"--env {self.spec.name}: the {self.spec.role} environment did not start: "
                                          f"{one_line(err)}") from None
 
+    def prepare(self) -> None:
+        self.start()
+
     async def stopped(self) -> str | None:
         """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed."""
         env, self.env, self.ready = self.env, None, False

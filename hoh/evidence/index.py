@@ -7,11 +7,14 @@ cut to their headline. Building it reads only the ledger and the last few loops'
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+
 from ..config import IndexConfig
 from ..paths import WorkspacePaths
 from ..records import Plan, QaReport, read_candidate, read_plan, read_qa
+from .checks import CheckRegister
 from .ledger import Ledger
 
 
@@ -33,17 +36,18 @@ def spec_outline(spec: str, limit: int) -> list[str]:
 
 
 def render_index(*, spec: str, ledger: Ledger, loops: list[IndexLoop], last_loop: int,
-                 budget_bytes: int, top_issues: int, recent_loops: int) -> str:
-    """The index after `last_loop`, at most `budget_bytes` long."""
+                 budget_bytes: int, top_issues: int, recent_loops: int, checks: list[str] = ()) -> str:
+    """The index after `last_loop`, at most `budget_bytes` long; `checks`: the check register's section."""
     for issues_shown, behaviours_shown, outline in ((top_issues, 10, 12), (top_issues // 2, 5, 6), (3, 0, 3), (0, 0, 0)):
-        text = _render(spec, ledger, loops[-recent_loops:], last_loop, issues_shown, behaviours_shown, outline)
+        text = _render(spec, ledger, loops[-recent_loops:], last_loop, issues_shown, behaviours_shown, outline,
+                       list(checks) if behaviours_shown else list(checks[:1]))
         if len(text.encode()) <= budget_bytes:
             return text
     return text.encode()[: budget_bytes - 40].decode("utf-8", "ignore") + "\n… (index cut to its byte budget)\n"
 
 
 def _render(spec: str, ledger: Ledger, loops: list[IndexLoop], last_loop: int,
-            issues_shown: int, behaviours_shown: int, outline_lines: int) -> str:
+            issues_shown: int, behaviours_shown: int, outline_lines: int, checks: list[str]) -> str:
     out = [f"# Evidence index after loop {last_loop}", ""]
     current = loops[-1].candidate_id if loops else None
     out += [f"Current candidate: {current or 'none yet (empty project)'}", ""]
@@ -82,6 +86,9 @@ def _render(spec: str, ledger: Ledger, loops: list[IndexLoop], last_loop: int,
         out.append(f"- … {len(verified) - behaviours_shown} more in `state/ledger.json`")
     out.append("")
 
+    if checks:
+        out += [*checks, ""]
+
     if loops:
         out += [f"## Last plan — details: `state/loops/{loops[-1].loop:04d}/plan.md`", f"- goal: {loops[-1].goal[:200]}", ""]
     return "\n".join(out)
@@ -108,4 +115,28 @@ def build_index(paths: WorkspacePaths, spec: str, ledger: Ledger, last_loop: int
                                     read_candidate(lp.candidate).candidate_id if lp.candidate.exists() else None,
                                     "no QA report"))
     return render_index(spec=spec, ledger=ledger, loops=summaries, last_loop=last_loop, budget_bytes=cfg.budget_bytes,
-                        top_issues=cfg.top_issues, recent_loops=cfg.recent_loops)
+                        top_issues=cfg.top_issues, recent_loops=cfg.recent_loops,
+                        checks=checks_section(paths, last_loop))
+
+
+def checks_section(paths: WorkspacePaths, last_loop: int) -> list[str]:
+    """The register in a headline, and the last replay's failures (what the next plan must fix first)."""
+    register = CheckRegister.load(paths.checks)
+    if not register.checks:
+        return []
+    active = len(register.active())
+    lines = [f"## Executable checks — {active} active, {len(register.checks) - active} retired — details: "
+             f"`state/checks.json`, each loop's `replay.json`"]
+    replay_file = paths.loop(last_loop).replay
+    if replay_file.exists():
+        data = json.loads(replay_file.read_text(encoding="utf-8"))
+        results = data.get("results", [])
+        bad = [r for r in results if r["status"] not in ("passed", "skipped")]
+        lines.append(f"- replay on loop {last_loop}'s candidate: {len(results)} checks, "
+                     f"{sum(r['status'] in ('failed', 'timed_out') for r in results)} failed, "
+                     f"{sum(r['status'] == 'flaky' for r in results)} flaky, "
+                     f"{sum(r['status'] == 'skipped' for r in results)} skipped "
+                     f"— `state/loops/{last_loop:04d}/replay.json`")
+        lines += [f"- {r['id']} ({r.get('behaviour_id') or 'no behaviour'}) {r['status']}: "
+                  f"{(r.get('reason') or '')[:100]}" for r in bad[:5]]
+    return lines

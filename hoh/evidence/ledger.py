@@ -7,6 +7,8 @@ claims. Rules that make it trustworthy:
 - a verified behaviour that QA finds broken reopens the issues it was verified for, or else
   becomes a new regression issue; a QA finding that names the behaviour it breaks (`behaviour_id`)
   is that same regression, never a second issue for the one defect;
+- a check that fails on replay (`checks.py`) breaks its behaviour like a QA failure, its run's output the
+  evidence; it is folded first, so the issue it reopens cites the replay before anything QA said;
 - a finding that names no id is the issue of the same title (`title_key`: case, whitespace and punctuation
   folded) when that issue is active or was closed within `same_defect_loops` loops: one defect, one issue.
 Each issue gets one history entry per loop that touched it, carrying the loop's final status.
@@ -22,6 +24,7 @@ from typing import Any, Mapping
 from ..errors import StateError
 from ..fsutil import atomic_write_text, load_state
 from ..records import CheckResult, DeveloperReport, Finding, Plan, QaReport, record_of
+from .checks import BrokenCheck
 
 LEDGER_SCHEMA_VERSION = 1
 SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
@@ -102,6 +105,11 @@ class Ledger:
     def behaviour(self, behaviour_id: str) -> dict[str, Any]:
         return self._behaviours[behaviour_id]
 
+    def behaviour_of(self, text: str) -> str | None:
+        """The id of the behaviour with this text (an acceptance condition once verified), if any."""
+        found = self._by_text.get(_norm(text))
+        return found["id"] if found else None
+
     def issue_ids(self) -> set[str]:
         return set(self._issues)
 
@@ -169,9 +177,10 @@ class Ledger:
         return found
 
     def apply_loop(self, loop: int, plan: Plan | Mapping[str, Any], developer: DeveloperReport | Mapping | None,
-                   candidate_id: str | None, qa: QaReport | Mapping | None, same_defect_loops: int = 10) -> None:
-        """Fold one loop's Developer claims and QA report into the ledger (records, or their JSON);
-        `same_defect_loops`: `ledger.same_defect_loops`."""
+                   candidate_id: str | None, qa: QaReport | Mapping | None, same_defect_loops: int = 10,
+                   broken_checks: tuple[BrokenCheck, ...] = ()) -> None:
+        """Fold one loop's Developer claims, replay failures and QA report into the ledger (records, or their
+        JSON); `same_defect_loops`: `ledger.same_defect_loops`."""
         plan = record_of(Plan, plan)
         developer = record_of(DeveloperReport, developer) if developer is not None else None
         qa = record_of(QaReport, qa) if qa is not None else None
@@ -195,8 +204,8 @@ class Ledger:
                     if issue and issue["status"] in ("open", "reopened"):
                         touch(issue, "fixed_pending_verify", "developer", [], f"developer claims task {task.id} done")
 
-        if qa is not None:
-            self._apply_qa(loop, plan, candidate_id, qa, touch, same_defect_loops)
+        if qa is not None or broken_checks:
+            self._apply_qa(loop, plan, candidate_id, qa, touch, same_defect_loops, broken_checks)
 
         for issue_id, entry in touched.items():
             issue = self._issues[issue_id]
@@ -207,12 +216,13 @@ class Ledger:
             entry["notes"] = "; ".join(entry["notes"])
             issue["history"].append(entry)
 
-    def _apply_qa(self, loop: int, plan: Plan, candidate_id: str | None, qa: QaReport, touch,
-                  same_defect_loops: int) -> None:
+    def _apply_qa(self, loop: int, plan: Plan, candidate_id: str | None, qa: QaReport | None, touch,
+                  same_defect_loops: int, broken_checks: tuple[BrokenCheck, ...]) -> None:
         def refs(item: CheckResult | Finding) -> list[str]:
             return [e.label for e in item.evidence]
 
-        criteria = {c.id: c for c in qa.criteria}
+        criteria = {c.id: c for c in qa.criteria} if qa else {}
+        findings = qa.findings if qa else ()
         failing: dict[str, tuple[list[str], str]] = {}  # issue id → evidence, note; failure beats success
         passing: dict[str, list[str]] = {}
 
@@ -237,7 +247,7 @@ class Ledger:
         # A finding that names the behaviour it breaks describes that regression: its title and severity
         # name the regression issue when one is opened, and it adds no issue of its own.
         named: dict[str, Finding] = {}
-        for finding in qa.findings:
+        for finding in findings:
             if finding.behaviour_id in self._behaviours and finding.issue_id is None:
                 named.setdefault(finding.behaviour_id, finding)
 
@@ -255,10 +265,19 @@ class Ledger:
             for issue_id in linked:
                 failing.setdefault(issue_id, (evidence, note))
 
-        for item in qa.preserved:
+        for broken in broken_checks:
+            if behaviour := self._behaviours.get(broken.behaviour_id):
+                self._mark_behaviour(behaviour, "failed", loop, candidate_id)
+                regression_issues(behaviour, [f"replay:{broken.evidence}"],
+                                  f"check {broken.check_id} failed on replay: {broken.reason}")
+
+        replay_broke = {b.behaviour_id for b in broken_checks}
+        for item in (qa.preserved if qa else ()):
             behaviour = self._behaviours.get(item.id)
             if behaviour is None or item.status == "insufficient_evidence":
                 continue
+            if item.verified and item.id in replay_broke:
+                continue  # a check failing on replay outweighs a model's word; QA retires a check it disputes
             self._mark_behaviour(behaviour, item.status, loop, candidate_id)
             if item.verified:
                 for issue_id in self._linked(behaviour):
@@ -267,7 +286,7 @@ class Ledger:
             else:
                 regression_issues(behaviour, refs(item), f"verified behaviour {behaviour['id']} broke")
 
-        for finding in qa.findings:
+        for finding in findings:
             if issue := self._issues.get(finding.issue_id or ""):
                 failing.setdefault(issue["id"], (refs(finding), finding.title))
             elif behaviour := self._behaviours.get(finding.behaviour_id or ""):

@@ -58,6 +58,9 @@ class Executor(ABC):
 
     name: str
 
+    def prepare(self) -> None:
+        """Make the place ready for a run that needs no `placed` (the Runtime's own checks); this machine is."""
+
     @abstractmethod
     def placed(self, adapter: "HarnessAdapter", request: "RoleRequest",
                attempt_dir: Path) -> AbstractContextManager["RoleRequest"]:

@@ -155,7 +155,14 @@ class JobFactory:
             jail=self._jail("developer", [self.paths.spec, lp.plan], writable=(self.paths.project,)),
         )
 
-    def qa(self, loop: int, candidate: Candidate, plan: Plan, plan_md: str, ledger: Ledger) -> RoleJob:
+    def check_jail(self) -> JailSpec | None:
+        """The jail of the Runtime's own check runs: QA's, less its inputs and evidence dir (`replay.py`)."""
+        return self._jail("qa", [], read_only=(self.paths.view,))
+
+    def qa(self, loop: int, candidate: Candidate, plan: Plan, plan_md: str, ledger: Ledger,
+           checks: dict[str, Any] | None = None, check_ids: set[str] | None = None) -> RoleJob:
+        """`checks`: the replay's results and last loop's rejected checks for the prompt; `check_ids`: the
+        register's active checks, which QA may retire."""
         lp = self.paths.loop(loop)
 
         view = self.paths.view
@@ -179,10 +186,11 @@ class JobFactory:
             role="qa", loop=loop, workdir=view, access="read-only", writable=(lp.qa_evidence,),
             before_attempt=fresh_evidence_dir,
             prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, candidate_id=candidate.candidate_id,
-                               candidate_dir=view, evidence_dir=lp.qa_evidence, schema=schema_text("qa")),
+                               candidate_dir=view, evidence_dir=lp.qa_evidence, schema=schema_text("qa"),
+                               **(checks or {"replay": None, "checks_rejected": []})),
             expectations=Expectations(loop=loop, plan=plan, candidate_id=candidate.candidate_id,
                                       evidence_dir=lp.qa_evidence, issue_ids=ledger.issue_ids(),
-                                      behaviour_ids=ledger.behaviour_ids()),
+                                      behaviour_ids=ledger.behaviour_ids(), check_ids=check_ids or set()),
             inputs=[self.paths.spec, lp.plan, lp.candidate],
             project={"commit": candidate.commit, "tree": candidate.tree},
             protected=protected,

@@ -14,15 +14,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
-from ..errors import RoleFailed, RunEnded, StateError
+from ..errors import RoleFailed, RunEnded
 from ..envs.pool import Environments
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
-from ..fsutil import (atomic_write_json, atomic_write_text, copy_regular_tree, note_written, remove_temp_files,
-                      sha256_file)
+from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, note_written, sha256_file
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
-from ..harness.limits import Limits, sweep as sweep_cgroups
+from ..harness.executor import LOCAL
+from ..harness.limits import sweep as sweep_cgroups
 from ..harness.process import reap
 from ..plans import single_task_plan
 from ..records import (Candidate, DeveloperReport, Plan, Preserved, QaReport, read_candidate, read_developer, read_plan,
@@ -37,8 +37,10 @@ from .control import RunControl
 from .hooks import loop_summary
 from .jobs import JobFactory
 from .planmd import plan_markdown
+from .replay import Replay
 from .roles import RoleJob, RoleRunner
-from .setup import prepare_adapters, reconfigure
+from .checksteps import CheckSteps
+from .setup import check_sealed_state, clear_temp_files, prepare_adapters, reconfigure, role_limits
 from .validate import MAX_EVIDENCE_FILE_BYTES
 
 Notify = Callable[..., None]
@@ -82,34 +84,6 @@ class LoopOutcome:
     qa: QaReport | None = None
 
 
-def check_sealed_state(ws: Workspace, history: RunHistory) -> None:
-    """On every start: finished loops are sealed (a crash may have come between), and every sealed
-    file still has the content it was sealed with (re-hashed, no stat cache trusted)."""
-    sealed = SealedState(ws.history, ws.paths.state)
-    done = set(sealed.sealed_loops())
-    for t in sorted(t for t, stats in history.loops.items() if stats.status.finished and t not in done):
-        sealed.seal(t)
-    if tampered := sealed.verify(sealed.open_loops()):
-        shown = ", ".join(f"{kind} {ws.paths.state / rel}" for kind, _, rel in (c.partition(" ") for c in tampered[:3]))
-        raise StateError(f"state of a finished loop was changed after it was sealed ({shown}"
-                         f"{' …' if len(tampered) > 3 else ''}); put it back with: "
-                         f"hoh status -w {ws.paths.root} --verify --repair")
-
-
-def clear_temp_files(ws: Workspace) -> None:
-    """What a kill -9 mid-write leaves: hoh's temp files in the workspace and its commit-message files in
-    history.git (the locks of both repositories are cleared by `clear_stale_locks`)."""
-    remove_temp_files(ws.paths.state)
-    for stray in [*ws.paths.root.glob(".*.tmp"), *ws.paths.history.glob("tmp*.msg"),
-                  ws.paths.project / ".git" / "index.hoh-copy"]:
-        stray.unlink(missing_ok=True)
-
-
-def role_limits(config) -> Limits:
-    limits = config.sandbox.limits
-    return Limits(limits.processes, limits.memory_mb * 2**20 if limits.memory_mb else None)
-
-
 class Runtime:
     """One open session on a workspace: it holds the lock, the journal, the job factory and the role
     runner from the start, and only iterates loops.
@@ -137,6 +111,8 @@ class Runtime:
                                  executors=environments.executors() if environments else None)
         self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror,
                                home=self.runner.home)
+        self.checks = CheckSteps(self.paths, self.config, self.repo, journal, self.history,
+                                 self.runner.executors.get("qa", LOCAL), self.jobs.check_jail(), role_limits(self.config))
 
     @classmethod
     @contextmanager
@@ -242,16 +218,17 @@ class Runtime:
             # No Developer: the last candidate again, and QA re-verifies every verified behaviour on it.
             self.repo.reset_to(base)
             candidate = self.step_freeze(t, base, plan)
-            qa = self.step_qa(t, plan, candidate, ledger)
+            qa = self.step_qa(t, plan, candidate, ledger, self.checks.replay(t, base, candidate))
             status = LoopStatus.of_verdict(qa.verdict if qa else None)
             return LoopOutcome(LoopStatus.COMPLETE if status is LoopStatus.PASS else status, plan, None, candidate, qa)
         developer = self.step_developer(t, base, plan)
         if developer is None:
             return LoopOutcome(LoopStatus.DEVELOPER_FAILED, plan)
         candidate = self.step_freeze(t, base, plan)
+        replayed = self.checks.replay(t, base, candidate)  # model-free, before QA: QA is told what it found
         if self.config.mode == "developer_only":
             return LoopOutcome(LoopStatus.UNVERIFIED, plan, developer, candidate)
-        qa = self.step_qa(t, plan, candidate, ledger)
+        qa = self.step_qa(t, plan, candidate, ledger, replayed)
         return LoopOutcome(LoopStatus.of_verdict(qa.verdict if qa else None), plan, developer, candidate, qa)
 
     def base_commit(self, t: int) -> str:
@@ -350,16 +327,20 @@ class Runtime:
         self.notify("frozen", loop=t, candidate_id=candidate.candidate_id)
         return candidate
 
-    def step_qa(self, t: int, plan: Plan, candidate: Candidate, ledger: Ledger) -> QaReport | None:
+    def step_qa(self, t: int, plan: Plan, candidate: Candidate, ledger: Ledger, replayed: Replay) -> QaReport | None:
         lp = self.paths.loop(t)
         if done := self.history.done(t, "qa"):
-            return read_qa(lp.qa) if done.status == "ok" else None
+            report = read_qa(lp.qa) if done.status == "ok" else None
+            if report is not None:
+                self.checks.admit(t, report, candidate)
+            return report
         self.repo.reset_to(candidate.commit)
         shutil.rmtree(lp.qa_scratch, ignore_errors=True)
         self.repo.update_view(self.paths.view, candidate.commit)
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
-        report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, ledger))
+        report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, ledger,
+                                             self.checks.prompt_values(t, replayed), self.checks.active_ids()))
         if report is None:
             return None
         note_written(lp.evidence)
@@ -369,6 +350,7 @@ class Runtime:
         atomic_write_json(lp.qa, report.to_json())
         self._finished(t, "qa", lp.qa, status="ok", verdict=report.verdict)
         shutil.rmtree(lp.qa_scratch, ignore_errors=True)
+        self.checks.admit(t, report, candidate)  # QA's new checks, run once more on its candidate
         return report
 
     def finish_loop(self, t: int, outcome: LoopOutcome, ledger: Ledger) -> None:
@@ -379,9 +361,10 @@ class Runtime:
             if ledger.data.get("applied_through", 0) < t:
                 if outcome.plan is not None:
                     ledger.apply_loop(t, outcome.plan, outcome.developer, candidate_id, outcome.qa,
-                                      self.config.ledger.same_defect_loops)
+                                      self.config.ledger.same_defect_loops, self.checks.broken(t, outcome.qa))
                 ledger.data["applied_through"] = t
                 ledger.save(self.paths.ledger)
+            self.checks.fold(t, ledger, outcome.plan, outcome.qa, candidate_id)
             self.write_index(t, ledger)
             self._finished(t, "evidence", self.paths.ledger, status=outcome.status)
         self.sealed.seal(t)

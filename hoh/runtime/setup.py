@@ -6,12 +6,15 @@ from __future__ import annotations
 import dataclasses
 
 from ..config import HohConfig, apply_overrides, dump_config, role_harness
-from ..errors import HarnessUnavailable, UsageError
-from ..fsutil import atomic_write_text
+from ..errors import HarnessUnavailable, StateError, UsageError
+from ..fsutil import atomic_write_text, remove_temp_files
 from ..harness import registry
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
+from ..harness.limits import Limits
 from ..paths import ROLES
+from ..store.journal import RunHistory
+from ..store.seal import SealedState
 from ..store.workspace import Workspace
 
 
@@ -89,3 +92,31 @@ def reconfigure(workspace: Workspace, overrides: list[str]) -> tuple[Workspace, 
         require_jail()
     atomic_write_text(workspace.paths.config, dump_config(config))
     return dataclasses.replace(workspace, config=config), adapters
+
+
+def check_sealed_state(ws: Workspace, history: RunHistory) -> None:
+    """On every start: finished loops are sealed (a crash may have come between), and every sealed
+    file still has the content it was sealed with (re-hashed, no stat cache trusted)."""
+    sealed = SealedState(ws.history, ws.paths.state)
+    done = set(sealed.sealed_loops())
+    for t in sorted(t for t, stats in history.loops.items() if stats.status.finished and t not in done):
+        sealed.seal(t)
+    if tampered := sealed.verify(sealed.open_loops()):
+        shown = ", ".join(f"{kind} {ws.paths.state / rel}" for kind, _, rel in (c.partition(" ") for c in tampered[:3]))
+        raise StateError(f"state of a finished loop was changed after it was sealed ({shown}"
+                         f"{' …' if len(tampered) > 3 else ''}); put it back with: "
+                         f"hoh status -w {ws.paths.root} --verify --repair")
+
+
+def clear_temp_files(ws: Workspace) -> None:
+    """What a kill -9 mid-write leaves: hoh's temp files in the workspace and its commit-message files in
+    history.git (the locks of both repositories are cleared by `clear_stale_locks`)."""
+    remove_temp_files(ws.paths.state)
+    for stray in [*ws.paths.root.glob(".*.tmp"), *ws.paths.history.glob("tmp*.msg"),
+                  ws.paths.project / ".git" / "index.hoh-copy"]:
+        stray.unlink(missing_ok=True)
+
+
+def role_limits(config) -> Limits:
+    limits = config.sandbox.limits
+    return Limits(limits.processes, limits.memory_mb * 2**20 if limits.memory_mb else None)

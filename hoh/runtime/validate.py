@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..evidence.checks import spec_errors
 from ..records import DeveloperReport, Plan, QaReport, record_of
 from ..resources import schema_errors
 from ..statuses import Verdict
@@ -66,6 +67,8 @@ class Expectations:
     active_issue_ids: set[str] | None = None
     """Open, reopened and fixed-pending issues: a plan that calls the spec complete leaves none behind."""
     verified_ids: set[str] | None = None
+    check_ids: set[str] | None = None
+    """The register's active checks: what QA may retire."""
 
     def __post_init__(self) -> None:
         if self.plan is not None:
@@ -178,6 +181,15 @@ def check_qa(report: QaReport, exp: Expectations) -> list[str]:
         for ev in item.evidence:
             if ev.kind == "file" and (err := _evidence_ref_error(ev.ref, exp.evidence_dir)):
                 errors.append(err)
+    for item in (*report.criteria, *report.preserved):
+        if item.check is not None:
+            errors += spec_errors(item.check, f"the check of '{item.id}'")
+            if (name := item.check.get("stdin_file")) and exp.evidence_dir is not None and \
+                    (err := _evidence_ref_error(name, exp.evidence_dir)):
+                errors.append(f"the check of '{item.id}': its stdin_file: {err}")
+    if exp.check_ids is not None:
+        if unknown := sorted({r.id for r in report.retire} - exp.check_ids):
+            errors.append(f"retire names checks that are not active in the register: {', '.join(unknown)}")
     if exp.issue_ids is not None:
         unknown = sorted({f.issue_id for f in report.findings if f.issue_id is not None} - exp.issue_ids)
         if unknown:

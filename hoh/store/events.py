@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-STEPS = ("planner", "developer", "freeze", "qa", "evidence")
+STEPS = ("planner", "developer", "freeze", "replay", "qa", "admit", "evidence")
 """The steps of a loop, in order; each ends with a StepFinished once its state file is written."""
 
 
@@ -161,6 +161,32 @@ class StepFinished(Event):
     reused_plan: bool | None = None
     candidate_id: str | None = None
     verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class ChecksReplayed(Event):
+    """The register's checks run on the loop's candidate before QA (`runtime/replay.py`); not hoh's overhead."""
+
+    kind = "checks_replayed"
+    loop: int
+    replayed: int
+    failed: int
+    flaky: int
+    skipped: int
+    seconds: float
+    at_risk: list[str]
+
+
+@dataclass(frozen=True)
+class ChecksAdmitted(Event):
+    """The checks QA attached this loop, run once more on its candidate: kept, or rejected with a reason."""
+
+    kind = "checks_admitted"
+    loop: int
+    added: int
+    rejected: int
+    seconds: float
+    retired: int = 0
 
 
 @dataclass(frozen=True)

@@ -281,6 +281,11 @@ class History:
         """Nothing in the view differs from its index (a tampered view is rebuilt, never moved)."""
         return (self.git_dir / "view-commit").exists() and not self.view_changes(dest)
 
+    def changed_paths(self, base: str, commit: str) -> list[str]:
+        """The paths that differ between two commits (added, changed, deleted, either side of a rename)."""
+        out = self.git("diff", "--name-only", "--no-renames", "-z", base, commit)
+        return [p for p in out.split("\0") if p]
+
     def export(self, commit: str, dest: Path) -> None:
         """A fresh plain copy of `commit` in `dest`, through a throwaway index (for graders)."""
         dest.mkdir(parents=True, exist_ok=True)

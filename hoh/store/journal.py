@@ -21,7 +21,8 @@ from ..paths import ROLES
 from ..records import LoopSummary
 from ..statuses import LoopStatus, RunStatus
 from ..usage import Usage
-from .events import (AttemptFinished, AttemptStarted, BudgetStop, EnvironmentStarted, EnvironmentStopped, Event,
+from .events import (AttemptFinished, AttemptStarted, BudgetStop, ChecksAdmitted, ChecksReplayed, EnvironmentStarted,
+                     EnvironmentStopped, Event,
                      EventError, LoopFinished, LoopStarted,
                      ProcessStarted, QuotaWait, RoleFailed, RunFinished, RunStarted, StepFinished,
                      StopRequested, ViolationBetweenRoles)
@@ -178,6 +179,10 @@ class LoopStats:
     progress: dict[str, int] | None = None
     """behaviours_added, reverified, issues_closed (None in journals before progress was recorded)."""
     failure: str | None = None
+    checks: dict[str, int] | None = None
+    """The replay's and the admission's counts (`LoopSummary.checks`); None before any ran."""
+    check_step_seconds: dict[str, float] = field(default_factory=dict)
+    """replay / admit → its time (a step run again after a crash replaces its figure, never adds to it)."""
     """Why a role of this loop failed (its role and last error), when one did."""
 
     @property
@@ -199,7 +204,9 @@ class LoopStats:
             criteria_total=self.criteria, issues=self.issues, progress=self.progress, seconds=self.seconds,
             role_seconds=dict(self.role_seconds), attempts=dict(self.attempts), violations=dict(self.violations),
             tokens=total.total_tokens, cost_usd=total.cost_usd,
-            usage={role: usage.to_json() for role, usage in self.usage.items()}, error=self.failure)
+            usage={role: usage.to_json() for role, usage in self.usage.items()}, error=self.failure,
+            checks=dict(self.checks) if self.checks is not None else None,
+            check_seconds=round(sum(self.check_step_seconds.values()), 3))
 
 
 @dataclass
@@ -287,6 +294,15 @@ class RunHistory:
             stats.progress = ev.progress
             # A loop from a journal that did not record progress is not counted against patience.
             self.no_progress_streak = 0 if ev.progress is None or stats.made_progress else self.no_progress_streak + 1
+        elif isinstance(ev, ChecksReplayed):
+            stats = self._loop(ev.loop)
+            stats.checks = {**(stats.checks or {}), "replayed": ev.replayed, "failed": ev.failed, "flaky": ev.flaky,
+                            "skipped": ev.skipped}
+            stats.check_step_seconds["replay"] = ev.seconds
+        elif isinstance(ev, ChecksAdmitted):
+            stats = self._loop(ev.loop)
+            stats.checks = {**(stats.checks or {}), "added": ev.added, "rejected": ev.rejected, "retired": ev.retired}
+            stats.check_step_seconds["admit"] = ev.seconds
         elif isinstance(ev, RoleFailed):
             last = ev.errors[-1] if ev.errors else "no error message"
             self._loop(ev.loop).failure = f"{ev.role} failed after {ev.attempts} attempt(s): {last}"

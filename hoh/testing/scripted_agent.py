@@ -21,7 +21,8 @@ Script layout:
         qa:
           checks:                          # really run; each becomes a criterion with evidence
             - {id: A1, run: "python app.py 2 + 3", expect_stdout: "5",
-               finding: {title: "...", severity: major}}
+               finding: {title: "...", severity: major},
+               attach: {paths: [app.py]}}  # also attach it as an executable check (true, or fields to set)
           preserve_checks: [...]           # the same, reported under `preserved`
           probes: [...]                    # exploratory checks: only a failure's finding is reported
           reply: {findings: []}            # merged with what the checks found
@@ -42,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -139,7 +141,7 @@ def run_check(check: dict[str, Any], cwd: Path, env: dict[str, str], facts: dict
         f"$ {command}\nexit code: {proc.returncode}\n--- stdout ---\n{proc.stdout}--- stderr ---\n{proc.stderr}",
         encoding="utf-8")
     emit({"type": "tool", "name": "check", "id": check["id"], "command": command, "ok": ok})
-    return {
+    result = {
         "id": check["id"],
         "status": "verified" if ok else "failed",
         "evidence": [
@@ -148,6 +150,23 @@ def run_check(check: dict[str, Any], cwd: Path, env: dict[str, str], facts: dict
         ],
         "_finding": None if ok else check.get("finding"),
     }
+    if attach := check.get("attach"):
+        result["check"] = executable_check(check, command, proc, {} if attach is True else expand(attach, facts))
+    return result
+
+
+def executable_check(check: dict[str, Any], command: str, proc, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The check QA attaches for hoh to replay: what this one compared, as the schema spells it."""
+    expect: dict[str, Any] = {"exit_code": check.get("expect_exit", 0)}
+    if "expect_contains" in check:
+        text = str(check["expect_contains"])
+        expect.update({"match": "regex", "stdout" if text in proc.stdout else "stderr": re.escape(text)})
+    elif "expect_stdout" in check:
+        expect.update({"match": "exact", "stdout": str(check["expect_stdout"]).strip()})
+    spec = {"command": command, "expect": expect}
+    for key, value in overrides.items():
+        spec[key] = {**spec[key], **value} if isinstance(value, dict) and key in spec else value
+    return spec
 
 
 def qa_reply(entry: dict[str, Any], reply: dict[str, Any], cwd: Path, env, facts) -> dict[str, Any]:
