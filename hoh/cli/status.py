@@ -45,6 +45,17 @@ SHOWN_LOOPS = 20
 """The table shows the last this many loops unless asked for all."""
 
 
+def check_cell(checks: dict[str, int] | None) -> str:
+    """A loop's checks in a few characters: `5/1/0 +2 -1`, with skipped and rejected only when there were any."""
+    if not checks:
+        return ""
+    cell = f"{checks.get('replayed', 0)}/{checks.get('failed', 0)}/{checks.get('flaky', 0)}"
+    cell += f" +{checks['added']}" if checks.get("added") else ""
+    cell += f" -{checks['retired']}" if checks.get("retired") else ""
+    extra = [f"{checks[k]} {k}" for k in ("skipped", "rejected") if checks.get(k)]
+    return cell + (f" ({', '.join(extra)})" if extra else "")
+
+
 def render_status(console: Console, data: dict[str, Any], show_all: bool = False) -> None:
     """The status for a terminal, readable at 80 columns."""
     def say(text: str) -> None:
@@ -72,8 +83,10 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
     if last:
         say(f"last candidate: {last}")
 
-    table = _table("loop", "status", "crit", "tries", "time", "issues", "tokens", "cost", "tree")
     loops = data["loops"] if show_all else data["loops"][-SHOWN_LOOPS:]
+    with_checks = any(loop.get("checks") for loop in loops)
+    table = _table("loop", "status", "crit", "tries", "time", "issues", *(("checks",) if with_checks else ()),
+                   "tokens", "cost", "tree")
     if len(loops) < len(data["loops"]):
         say(f"… {len(data['loops']) - len(loops)} earlier loops (hoh status --all shows them)")
     for loop in loops:
@@ -83,11 +96,13 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
                       if issues else "")
         tree = (loop["candidate_id"] or "").rpartition("-")[2]
         table.add_row(str(loop["loop"]), loop["status"], f"{loop['criteria_verified']}/{loop['criteria_total']}",
-                      attempts, duration(loop["seconds"]), issue_cell, f"{loop['tokens']:,}", money(loop["cost_usd"]),
-                      tree)
+                      attempts, duration(loop["seconds"]), issue_cell,
+                      *((check_cell(loop.get("checks")),) if with_checks else ()), f"{loop['tokens']:,}",
+                      money(loop["cost_usd"]), tree)
     console.print(table)
-    console.print("tries: planner/developer/qa · issues: open/closed/reopened · tree: of the candidate",
-                  style="dim", highlight=False)
+    console.print("tries: planner/developer/qa · issues: open/closed/reopened · "
+                  + ("checks: replayed/failed/flaky +added -retired (skipped, rejected) · " if with_checks else "")
+                  + "tree: of the candidate", style="dim", highlight=False)
 
     roles = _table("role", "harness", "model", "tries", "tokens", "cost", "time")
     for role, r in data["roles"].items():
