@@ -209,3 +209,14 @@ def test_a_check_spec_qa_cannot_keep_is_a_re_ask():
     _, errors = validate_output("qa", json.dumps(report), Expectations(loop=1, plan=plan,
                                                                       candidate_id="loop-0001-000000000000"))
     assert any(e.startswith("schema:") for e in errors), errors
+
+
+def test_the_html_report_shows_each_loops_replay_and_admissions(demo, tmp_path):
+    out = tmp_path / "report.html"
+    result = run_hoh("report", "-w", demo, "-o", out, timeout=180)
+    assert result.returncode == 0, result.stderr
+    html = out.read_text()
+    loop3 = html[html.index('id="loop-0003"'):html.index('id="loop-0004"')]
+    assert "checks 5 replayed, 1 failed, +1" in " ".join(loop3.split())
+    assert "state/loops/0003/replay/C-0005.txt" in loop3 and "exit code 1, expected 2" in loop3
+    assert "kept as C-0006" in loop3

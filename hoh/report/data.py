@@ -15,6 +15,8 @@ hoh process holds the workspace lock. A corrupt state file raises `StateError` n
 
 from __future__ import annotations
 
+import json
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +116,13 @@ class LoopModel:
     qa: QaReport | None = None
     evidence: dict[str, EvidenceFile] = field(default_factory=dict)
     diffstat: DiffStat | None = None
+    checks: dict[str, int] | None = None
+    """replayed, failed, flaky, skipped, added, rejected, retired (`LoopSummary.checks`)."""
+    check_seconds: float = 0.0
+    replay: list[dict[str, Any]] = field(default_factory=list)
+    """The replay's results before QA (`replay.json`), each with its evidence file under state/."""
+    admissions: list[dict[str, Any]] = field(default_factory=list)
+    """The checks QA attached, kept or rejected (`checks.json` of the loop)."""
 
     @property
     def finished(self) -> bool:
@@ -260,6 +269,10 @@ def _loop(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any]) -> L
     model.developer = read_developer(lp.developer) if lp.developer.exists() else None
     model.candidate = read_candidate(lp.candidate) if lp.candidate.exists() else None
     model.qa = read_qa(lp.qa) if lp.qa.exists() else None
+    model.checks, model.check_seconds = entry.checks, entry.check_seconds
+    for path, key, attr in ((lp.replay, "results", "replay"), (lp.admitted, "checks", "admissions")):
+        if path.exists():
+            setattr(model, attr, json.loads(path.read_text(encoding="utf-8")).get(key, []))
     return model
 
 
