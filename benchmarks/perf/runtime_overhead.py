@@ -93,11 +93,13 @@ def build(tmp: Path, name: str, project: Path | None, loops: int, rss: bool = Fa
 
 
 def overheads(ws: Path) -> dict[int, float]:
-    """loop → hoh's own seconds in it, from the journal's one fold."""
+    """loop → hoh's own seconds in it, from the journal's one fold: neither a role's time nor the replay and
+    admission of checks (the project's own tests, run by the Runtime)."""
     sys.path.insert(0, str(REPO))
     from hoh.store.journal import Journal, RunHistory
     history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
-    return {t: round(s.seconds - sum(s.role_seconds.values()), 3) for t, s in history.loops.items()
+    return {t: round(s.seconds - sum(s.role_seconds.values()) - sum(s.check_step_seconds.values()), 3)
+            for t, s in history.loops.items()
             if s.finished is not None}
 
 

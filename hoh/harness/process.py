@@ -151,7 +151,10 @@ def run_process(
             if timed_out:
                 _kill_group(proc)
                 break
-            time.sleep(0.05)
+            try:
+                proc.wait(timeout=0.05)  # wakes at the exit: a short command does not wait out a whole tick
+            except subprocess.TimeoutExpired:
+                pass
     except BaseException:
         # Ctrl-C or any error in hoh: the CLI runs in its own session and would not notice.
         _kill_group(proc)
