@@ -209,7 +209,8 @@ class ChecksConfig(_Model):
     """Replay every admitted check on each new candidate before QA (the verified behaviours as a regression
     suite the Runtime runs itself)."""
     replay_budget_s: float | None = Field(600.0, gt=0)
-    """Time for one loop's replay; over it, the rest is skipped (at-risk checks run first). null: no limit."""
+    """Time for one loop's replay, and again for the admission of QA's new checks; over it, the rest is skipped
+    (at-risk checks run first) or not admitted. null: no limit."""
 
 
 class GuardConfig(_Model):

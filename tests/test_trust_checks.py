@@ -86,3 +86,14 @@ def test_a_stdin_file_outside_the_evidence_dir_is_a_re_ask(tmp_path):
                for e in first["violations"] + first.get("errors", [])), first
     assert not project.state("checks.json").exists() or \
         json.loads(project.state("checks.json").read_text())["checks"] == []
+
+
+def test_qa_cannot_make_a_loop_last_with_slow_checks_the_budget_bounds_the_admission(tmp_path):
+    slow = [{"id": f"A{n}", "run": "true", "attach": {"command": f"sleep 1.5; echo {n}", "timeout_s": 5}}
+            for n in (1, 2, 3)]
+    project = Project(tmp_path, {"schema_version": 1, "loops": {1: greeter_loop(["A1", "A2", "A3"], slow)}})
+    assert project.build(loops=1, sets={"checks.replay_budget_s": 1}).status == "finished"
+    admitted = project.loop_json(1, "checks")["checks"]
+    assert admitted[0]["admitted"]  # the first one runs: the budget is checked before each
+    assert [a["admitted"] for a in admitted[1:]] == [False, False]
+    assert all("check budget of 1s was spent" in a["reason"] for a in admitted[1:])

@@ -83,7 +83,7 @@ class CheckSteps:
         clear(lp.admit_dir)
         view = self._view(candidate.commit)
         admissions = admit(self.runner, self.register(), qa, view, lp.evidence, self.paths.state, lp.admit_dir,
-                           self.config.sandbox.network)
+                           self.config.sandbox.network, self.config.checks.replay_budget_s)
         self._after_runs()
         atomic_write_json(lp.admitted, {"schema_version": 1, "loop": t, "candidate_id": candidate.candidate_id,
                                         "checks": [a.to_json() for a in admissions]})

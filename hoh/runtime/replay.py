@@ -250,9 +250,11 @@ def attached(qa: QaReport) -> Iterable[tuple[str, str, Any]]:
 
 
 def admit(runner: CheckRunner, register: CheckRegister, qa: QaReport, view: Path, evidence: Path, state: Path,
-          out_dir: Path, network: str) -> list[Admission]:
-    """Run each check QA attached once more on the same candidate; keep those that show what QA saw."""
+          out_dir: Path, network: str, budget_s: float | None = None) -> list[Admission]:
+    """Run each check QA attached once more on the same candidate; keep those that show what QA saw. The replay
+    budget bounds this too: QA cannot make a loop last days with checks that each take their longest."""
     admissions: list[Admission] = []
+    started = time.monotonic()
     for kind, item, raw in attached(qa):
         spec = CheckSpec.from_json(raw)
         if spec.stdin_file is not None:
@@ -267,6 +269,10 @@ def admit(runner: CheckRunner, register: CheckRegister, qa: QaReport, view: Path
         if not item.verified:
             admissions.append(Admission(item.id, kind, False, f"QA reported {item.id} as {item.status}, so there "
                                         "is no observation for its check to reproduce", spec.to_json()))
+            continue
+        if budget_s is not None and time.monotonic() - started >= budget_s:
+            admissions.append(Admission(item.id, kind, False, f"not run: the loop's check budget of {budget_s:g}s "
+                                        "was spent on the checks before it", spec.to_json()))
             continue
         check_id = register.next_id(offset=sum(1 for a in admissions if a.admitted and not a.reason))
         out = out_dir / f"{item.id}.txt"
