@@ -59,7 +59,7 @@ class PastReplay:
         self.ws, self.paths = ws, ws.paths
         self.register = CheckRegister.load(self.paths.checks)
         self.history = RunHistory.read(Journal(self.paths.journal))
-        self.tmp = Path(tempfile.mkdtemp(prefix="hoh-replay-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix="hoh-past-replay-"))
         if self.tmp.resolve().is_relative_to(self.paths.root.resolve()):
             raise UsageError(f"the temporary directory {self.tmp} lies inside the workspace; set TMPDIR elsewhere")
         sandbox = ws.config.sandbox
