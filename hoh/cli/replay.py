@@ -32,10 +32,11 @@ def run(workspace: Path, loop: int | None, bisect: str | None, as_json: bool) ->
             return 0
         done = past.replay(loop if loop is not None else past.last_finished())
         added = {c["id"]: c.get("added", {}).get("loop") for c in past.register.checks}
+        jailed = past.runner.jail is not None
     if as_json:
-        print(json.dumps(replay_json(done), indent=2), flush=True)
+        print(json.dumps({**replay_json(done), "jailed": jailed}, indent=2), flush=True)
     else:
-        for line in replay_lines(done, added):
+        for line in replay_lines(done, added, jailed):
             print(line, flush=True)
     return 0 if all(r.status in PASSING for r in done.results) else 1
 
@@ -47,7 +48,7 @@ def replay_json(done: Replay) -> dict[str, Any]:
                          "seconds": r.seconds} for r in done.results]}
 
 
-def replay_lines(done: Replay, added: dict[str, int | None]) -> list[str]:
+def replay_lines(done: Replay, added: dict[str, int | None], jailed: bool = True) -> list[str]:
     """One line per check (id, behaviour, status, reason), then the summary."""
     lines = []
     for r in done.results:
@@ -59,7 +60,9 @@ def replay_lines(done: Replay, added: dict[str, int | None]) -> list[str]:
     for r in done.results:
         counts[r.status.value] = counts.get(r.status.value, 0) + 1
     tally = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no active check in the register"
-    lines.append(f"loop {done.loop} ({done.candidate_id}): {tally} · {len(done.results)} checks in {done.seconds:.1f}s")
+    unjailed = " · without the jail (sandbox.mode off)" if not jailed else ""
+    lines.append(f"loop {done.loop} ({done.candidate_id}): {tally} · {len(done.results)} checks in "
+                 f"{done.seconds:.1f}s{unjailed}")
     return lines
 
 
