@@ -59,9 +59,9 @@ class PastReplay:
         self.ws, self.paths = ws, ws.paths
         self.register = CheckRegister.load(self.paths.checks)
         self.history = RunHistory.read(Journal(self.paths.journal))
+        if (tmp := Path(tempfile.gettempdir()).resolve()).is_relative_to(self.paths.root.resolve()):
+            raise UsageError(f"the temporary directory {tmp} lies inside the workspace; set TMPDIR elsewhere")
         self.tmp = Path(tempfile.mkdtemp(prefix="hoh-past-replay-"))
-        if self.tmp.resolve().is_relative_to(self.paths.root.resolve()):
-            raise UsageError(f"the temporary directory {self.tmp} lies inside the workspace; set TMPDIR elsewhere")
         sandbox = ws.config.sandbox
         jail = None if sandbox.mode == "off" else JailSpec(tmp_bytes=sandbox.limits.tmp_mb * 2**20)
         self.runner = CheckRunner(LOCAL, jail, role_limits(ws.config), self.tmp / "scratch")
