@@ -200,6 +200,25 @@ def report(
     print(f"report: {path} ({run.loops_finished}/{run.target_loops} loops, {run.state}){live}")
 
 
+@app.command("replay", cls=UsageCommand)
+def replay_checks(
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    loop: Optional[int] = typer.Option(None, "--loop", min=1, help="Replay on this loop's candidate "
+                                       "(default: the last finished loop's)."),
+    bisect: Optional[str] = typer.Option(None, "--bisect", metavar="CHECK", help="Find the first loop whose "
+                                         "candidate fails this check (C-0007), from the loop that added it to the "
+                                         "last finished one; retired checks too."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Run the register's active checks again on a past candidate, on this machine, in the jail (none with
+    sandbox.mode off); read-only: no lock, nothing written in the workspace, so a live run may go on.
+    Exit 0 when every check passed (a flaky one too), 1 when one failed, timed out or could not run, 2 on bad
+    input; --bisect exits 0 once it has found its answer."""
+    from .replay import run
+    if code := run(workspace, loop, bisect, as_json):
+        raise typer.Exit(code)
+
+
 @app.command(cls=UsageCommand)
 def doctor(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Check one harness; exit 1 if it is unusable."),
