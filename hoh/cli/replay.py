@@ -70,6 +70,6 @@ def bisection_line(found: Bisection) -> str:
     if found.failing is None:
         return f"{found.check_id} passes on every loop from {found.first} to {found.last}"
     where = f"{found.failing.loop} ({found.failing.candidate_id})"
-    before = f"; passes at loop {found.passing}" if found.passing is not None else \
-        "; the loop that added it (it passed there when admitted)"
-    return f"{found.check_id} first fails at loop {where}{before}: {found.reason}"
+    before = f"; it passes at loop {found.passing}" if found.passing is not None else \
+        "; that is the loop that added it (it passed there when admitted)"
+    return f"{found.check_id} first fails at loop {where}: {found.reason}{before}"
