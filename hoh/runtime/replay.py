@@ -24,7 +24,7 @@ from ..harness.attempt import RoleRequest
 from ..harness.executor import Executor, Launch
 from ..harness.jail import JailSpec, Network
 from ..harness.limits import Limits
-from ..records import QaReport
+from ..records import CheckResult, QaReport
 
 MAX_CHECK_OUTPUT = 4 * 2**20
 """What one run may print before it is stopped (a check is a probe, not a build)."""
@@ -139,7 +139,9 @@ class CheckRunner:
             return CheckRun(RunStatus.error, None, 0.0, problem)
         jail = None
         if self.jail is not None:
-            jail = JailSpec(read_only=(view,), hidden=self.jail.hidden, tmp_bytes=self.jail.tmp_bytes,
+            # QA's read-only paths (the tools `sandbox.read_only_paths` adds) and this view; nothing writable.
+            shown = tuple(dict.fromkeys((*self.jail.read_only, view)))
+            jail = JailSpec(read_only=shown, hidden=self.jail.hidden, tmp_bytes=self.jail.tmp_bytes,
                             network=Network.shared if network == Network.shared.value else Network.none)
         else:
             self.unjailed_runs += 1
@@ -242,7 +244,7 @@ def replay(runner: CheckRunner, register: CheckRegister, view: Path, state: Path
     return Replay(loop, candidate_id, tuple(results), round(time.monotonic() - started, 3), budget_s)
 
 
-def attached(qa: QaReport) -> Iterable[tuple[str, str, Any]]:
+def attached(qa: QaReport) -> Iterable[tuple[str, CheckResult, dict[str, Any]]]:
     for kind, items in (("criterion", qa.criteria), ("preserved", qa.preserved)):
         for item in items:
             if item.check is not None:
