@@ -45,15 +45,16 @@ SHOWN_LOOPS = 20
 """The table shows the last this many loops unless asked for all."""
 
 
-def check_cell(checks: dict[str, int] | None) -> str:
-    """A loop's checks in a few characters: `5/1/0 +2 -1`, with skipped and rejected only when there were any."""
+def check_cell(checks: dict[str, int] | None, seconds: float = 0.0) -> str:
+    """A loop's checks in a few characters: `5/1/0 +2 -1 3s`, with skipped and rejected only when there were
+    any; the time is the replay's and the admission's."""
     if not checks:
         return ""
     cell = f"{checks.get('replayed', 0)}/{checks.get('failed', 0)}/{checks.get('flaky', 0)}"
     cell += f" +{checks['added']}" if checks.get("added") else ""
     cell += f" -{checks['retired']}" if checks.get("retired") else ""
     extra = [f"{checks[k]} {k}" for k in ("skipped", "rejected") if checks.get(k)]
-    return cell + (f" ({', '.join(extra)})" if extra else "")
+    return cell + (f" ({', '.join(extra)})" if extra else "") + f" {duration(seconds)}"
 
 
 def render_status(console: Console, data: dict[str, Any], show_all: bool = False) -> None:
@@ -94,14 +95,14 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
         issues = loop["issues"]
         issue_cell = (f"{issues['open'] + issues['fixed_pending_verify']}/{issues['closed']}/{issues['reopened']}"
                       if issues else "")
-        tree = (loop["candidate_id"] or "").rpartition("-")[2]
+        tree = (loop["candidate_id"] or "").rpartition("-")[2][:8]  # enough to tell loops apart at 80 columns
         table.add_row(str(loop["loop"]), loop["status"], f"{loop['criteria_verified']}/{loop['criteria_total']}",
                       attempts, duration(loop["seconds"]), issue_cell,
-                      *((check_cell(loop.get("checks")),) if with_checks else ()), f"{loop['tokens']:,}",
+                      *((check_cell(loop.get("checks"), loop.get("check_seconds", 0.0)),) if with_checks else ()), f"{loop['tokens']:,}",
                       money(loop["cost_usd"]), tree)
     console.print(table)
     console.print("tries: planner/developer/qa · issues: open/closed/reopened · "
-                  + ("checks: replayed/failed/flaky +added -retired (skipped, rejected) · " if with_checks else "")
+                  + ("checks: replayed/failed/flaky +added -retired (skipped, rejected) time · " if with_checks else "")
                   + "tree: of the candidate", style="dim", highlight=False)
 
     roles = _table("role", "harness", "model", "tries", "tokens", "cost", "time")
