@@ -152,3 +152,12 @@ def test_unknown_ledger_id(tmp_path):
     ws = tmp_path / "ws"
     assert run_hoh("build", DEMO / "spec.md", "--loops", "1", "-w", ws, "-q").returncode == 0
     _fails_cleanly(run_hoh("show", "I-0999", "-w", ws), "no issue or behaviour 'I-0999'")
+
+
+def test_version_and_short_help():
+    from importlib.metadata import version
+    shown = run_hoh("--version")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"hoh {version('hoh')}"
+    for argv in (("-h",), ("status", "-h"), ("bench", "-h"), ("replay", "-h")):
+        result = run_hoh(*argv)
+        assert result.returncode == 0 and result.stdout.startswith("Usage: "), (argv, result.stdout, result.stderr)

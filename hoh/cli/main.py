@@ -20,10 +20,24 @@ from .usage import UsageCommand
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
 # them, so `hoh --help` and `hoh status` load only what they need.
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  rich_markup_mode=None,
+                  rich_markup_mode=None, context_settings=HELP_OPTIONS,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
-app.add_typer(bench_cli.app, name="bench")
+app.add_typer(bench_cli.app, name="bench", context_settings=HELP_OPTIONS)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+        print(f"hoh {version('hoh')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print hoh's version and exit.")) -> None:
+    """Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops."""
 
 WS_HELP = "Workspace directory (everything needed to resume lives here)."
 
