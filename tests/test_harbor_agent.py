@@ -119,6 +119,11 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
     assert members(roman.candidate_dir(1) / "candidate.tar") == {"roman.py"}
     assert members(roman.candidate_dir(2) / "candidate.tar") == {"roman.py", "roman_parse.py"}
     assert "hoh loop 2/2: pass" in roman.hoh.log.read_text()
+    # QA's two `to` checks, admitted in loop 1 and replayed on loop 2's candidate, both run in the container.
+    checks = json.loads((roman.ws / "state" / "checks.json").read_text())
+    assert [c["id"] for c in checks["checks"]] == ["C-0001", "C-0002"]
+    replayed = json.loads((roman.ws / "state" / "loops" / "0002" / "replay.json").read_text())
+    assert [(r["id"], r["status"]) for r in replayed["results"]] == [("C-0001", "passed"), ("C-0002", "passed")]
 
 
 def replay_script(task: Path, tmp_path: Path) -> tuple[Path, Path]:

@@ -127,6 +127,8 @@ class CheckRunner:
         self.executor, self.jail, self.limits, self.scratch = executor, jail, limits, scratch
         self.unjailed_runs = 0
         """Runs with no jail (`sandbox.mode: off`): the view may have been written, so it is rebuilt."""
+        self.runs = 0
+        """Every run so far (an environment's executor leaves the view's stat data changed: `CheckSteps`)."""
 
     def run(self, spec: CheckSpec, view: Path, network: str, out: Path, stdin_root: Path) -> CheckRun:
         """Run once; write the evidence file `out`."""
@@ -154,6 +156,7 @@ class CheckRunner:
         with tempfile.TemporaryDirectory(prefix="check-", dir=self.scratch) as tmp:
             run_dir = Path(tmp)
             started = time.monotonic()
+            self.runs += 1
             done = self.executor.execute(Launch(["bash", "-c", spec.command], cwd, env, stdin, jail), request,
                                          run_dir, None)
             seconds = round(time.monotonic() - started, 3)
