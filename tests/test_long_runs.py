@@ -55,8 +55,10 @@ def test_hoh_stop_ends_the_run_after_the_running_role_with_nothing_lost(tmp_path
     assert build.returncode == 4, err
     assert "stopped after 0/2 loops" in err and f"hoh resume -w {p.ws}" in err
     journal = [e["event"] for e in events(p.ws)]
-    # The Developer's attempt ran to its end and was recorded, the candidate frozen; QA never started.
-    assert journal[-5:] == ["attempt_finished", "step_finished", "step_finished", "stop_requested", "run_finished"]
+    # The Developer's attempt ran to its end and was recorded, the candidate frozen (and its replay, of no checks,
+    # done); QA never started.
+    assert journal[-6:] == ["attempt_finished", "step_finished", "step_finished", "step_finished", "stop_requested",
+                            "run_finished"]
     assert events(p.ws)[-1]["status"] == "stopped" and not (p.ws / "hoh.stop").exists()
     assert [a["role"] for a in attempts(p.ws)] == ["planner", "developer"] and attempts(p.ws)[-1]["ok"]
     assert status(p.ws)["state"] == "stopped"
@@ -321,7 +323,7 @@ def test_status_reads_whole_in_80_columns(tmp_path):
     data = status(p.ws)
     for loop in data["loops"]:  # every cell of a loop's row, whole on its line
         row = next(line for line in lines if line.split()[:1] == [str(loop["loop"])])
-        tree = loop["candidate_id"].rpartition("-")[2]
+        tree = loop["candidate_id"].rpartition("-")[2][:8]
         cost = f"${loop['cost_usd']:.4f}" if loop["cost_usd"] < 0.1 else f"${loop['cost_usd']:.2f}"
         assert row.split() == [str(loop["loop"]), loop["status"], f"{loop['criteria_verified']}/1", "1/1/1",
                                row.split()[4], "0/0/0", f"{loop['tokens']:,}", cost, tree]
