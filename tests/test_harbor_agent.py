@@ -87,6 +87,7 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
     suite = tmp_path / "suite"
     for name in ("roman", "kvstore"):
         copy_task(name, suite / name)
+    attach_checks(suite / "roman", ["T1.A1", "T1.A2"], ["roman.py"])
     # A server on this machine, named as Docker Desktop names the host: hoh (here) reaches it.
     with MockLLM() as host_server:
         port = host_server.port
@@ -124,6 +125,17 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
     assert [c["id"] for c in checks["checks"]] == ["C-0001", "C-0002"]
     replayed = json.loads((roman.ws / "state" / "loops" / "0002" / "replay.json").read_text())
     assert [(r["id"], r["status"]) for r in replayed["results"]] == [("C-0001", "passed"), ("C-0002", "passed")]
+
+
+def attach_checks(task: Path, ids: list[str], paths: list[str]) -> None:
+    """The task's scripted QA attaches these criteria's checks (for hoh to admit and replay in the container);
+    only here, so the other trials of the example pay for no check runs in their containers."""
+    script = task / "scripted" / "script.yaml"
+    data = yaml.safe_load(script.read_text())
+    for check in data["checks"]:  # every loop's QA shares this list (a YAML alias)
+        if check["id"] in ids:
+            check["attach"] = {"paths": paths}
+    script.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 def replay_script(task: Path, tmp_path: Path) -> tuple[Path, Path]:
