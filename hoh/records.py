@@ -352,6 +352,8 @@ class LoopSummary:
     """replayed, failed, flaky, skipped (the replay before QA), added, rejected, retired (QA's checks)."""
     check_seconds: float = 0.0
     """The replay's and the admission's time: the project's own test time, neither a role's nor hoh's overhead."""
+    reason: str | None = None
+    """Why the loop fell short of `pass`: its regressions and failed criteria (None for a pass, or unrecorded)."""
 
     @property
     def verdict(self) -> Verdict | None:
@@ -363,7 +365,7 @@ class LoopSummary:
                    data["criteria_total"], data.get("issues"), data.get("progress"), data["seconds"],
                    dict(data.get("role_seconds", {})), dict(data.get("attempts", {})),
                    dict(data.get("violations", {})), data["tokens"], data.get("cost_usd"), dict(data["usage"]),
-                   data.get("error"), data.get("checks"), data.get("check_seconds", 0.0))
+                   data.get("error"), data.get("checks"), data.get("check_seconds", 0.0), data.get("reason"))
 
     def to_json(self) -> Json:
         return {"loop": self.loop, "status": self.status.value,
@@ -372,4 +374,4 @@ class LoopSummary:
                 "attempts": dict(self.attempts), "seconds": self.seconds, "role_seconds": dict(self.role_seconds),
                 "issues": self.issues, "violations": dict(self.violations), "progress": self.progress,
                 "tokens": self.tokens, "cost_usd": self.cost_usd, "usage": dict(self.usage), "error": self.error,
-                "checks": self.checks, "check_seconds": self.check_seconds}
+                "checks": self.checks, "check_seconds": self.check_seconds, "reason": self.reason}

@@ -61,10 +61,16 @@ def _finish(report, workspace: Path) -> None:
         raise typer.Exit(code)
 
 
-def _graceful(progress) -> None:
+_running_in: Path | None = None
+"""The workspace of the build or resume this process runs: the interruption's hint names it."""
+
+
+def _graceful(progress, workspace: Path) -> None:
     """A first Ctrl-C, SIGTERM or SIGHUP ends the run after the current role attempt; a second one at once.
     Supervisors with a hard deadline set HOH_STOP_AT_ONCE=1 to make the first one immediate."""
     from ..store import stop
+    global _running_in
+    _running_in = workspace
 
     def handler(signum, frame) -> None:
         if stop.in_process_request() is not None or os.environ.get("HOH_STOP_AT_ONCE") == "1":
@@ -117,7 +123,7 @@ def build(
                                        "environment.image": env_image,
                                        "environment.dockerfile": str(env_dockerfile) if env_dockerfile else None})
     with LiveProgress(err(), quiet) as progress:
-        _graceful(progress)
+        _graceful(progress, workspace)
         report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
     _finish(report, workspace)
 
@@ -135,7 +141,7 @@ def resume(
     from .. import api
     from .progress import LiveProgress
     with LiveProgress(err(), quiet) as progress:
-        _graceful(progress)
+        _graceful(progress, workspace)
         report = api.resume(workspace, more_loops=loops, notify=progress, overrides=set_)
     _finish(report, workspace)
 
@@ -308,5 +314,8 @@ def main() -> None:
 
 
 def _interrupted() -> int:
-    _error("interrupted; continue with hoh resume -w WORKSPACE")
+    if _running_in is None:
+        _error("interrupted")
+    else:
+        _error(f"interrupted; continue with hoh resume -w {_running_in.expanduser().resolve()}")
     return 130

@@ -71,7 +71,7 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
     if data.get("paused_until"):
         say(f"paused until {data['paused_until']}: the harness's usage limit; hoh goes on by itself")
     if reason := data.get("stop_reason"):
-        say(f"stop reason: {reason['status']}: {reason['error'] or 'no detail recorded'}")
+        say(f"stop reason: {reason.get('message') or reason['status']}")
     if budget := data.get("budget"):
         parts = []
         for key, figure in budget.items():
@@ -101,6 +101,9 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
                       *((check_cell(loop.get("checks"), loop.get("check_seconds", 0.0)),) if with_checks else ()), f"{loop['tokens']:,}",
                       money(loop["cost_usd"]), tree)
     console.print(table)
+    for loop in loops:  # why each loop short of a pass fell short, under the table (a column would not fit 80)
+        if loop.get("reason"):
+            say(f"loop {loop['loop']} {loop['status']}: {loop['reason']}")
     console.print("tries: planner/developer/qa · issues: open/closed/reopened · "
                   + ("checks: replayed/failed/flaky +added -retired (skipped, rejected) time · " if with_checks else "")
                   + "tree: of the candidate", style="dim", highlight=False)

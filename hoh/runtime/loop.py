@@ -18,6 +18,7 @@ from ..errors import RoleFailed, RunEnded
 from ..envs.pool import Environments
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
+from ..evidence.shortfall import shortfall
 from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, note_written, sha256_file
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
@@ -369,10 +370,11 @@ class Runtime:
             self._finished(t, "evidence", self.paths.ledger, status=outcome.status)
         self.sealed.seal(t)
         qa = outcome.qa
+        short = outcome.status in (LoopStatus.PARTIAL, LoopStatus.FAIL)
         self.journal.append(ev.LoopFinished(loop=t, status=outcome.status, candidate_id=candidate_id,
                                             verified=qa.verified_count if qa else 0,
                                             criteria=len(qa.criteria) if qa else 0, issues=ledger.counts(),
-                                            progress=ledger.progress(t)))
+                                            progress=ledger.progress(t), reason=shortfall(ledger, t, qa) if short else None))
         self.notify("loop_done", loop=t, status=outcome.status)
         self.control.hook("on_loop_end", t, f"{t:04d}",
                           {"event": "loop_end", **loop_summary(self.history.loops[t].summary())})

@@ -217,6 +217,9 @@ class LoopFinished(Event):
     issues: dict[str, int] | None
     progress: dict[str, int] | None = None
     """What the loop added to the evidence: behaviours_added, reverified, issues_closed (`Ledger.progress`)."""
+    reason: str | None = None
+    """Why a loop short of `pass` fell short: its regressions (issue and behaviour) and failed criteria
+    (`evidence.shortfall`); None for a pass and in journals before it was recorded."""
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,12 @@ class LoopStats:
     """Protected areas a role changed (each found by the guard and put back), per role."""
     started: float | None = None
     finished: float | None = None
+    active: float = 0.0
+    """Seconds the loop ran in closed spans: a span ends with its session (a stop, a crash) or the loop."""
+    span_start: float | None = None
+    """When the loop's current span began (None: not running in the session the fold ended in)."""
+    reason: str | None = None
+    """Why it fell short of `pass` (`LoopFinished.reason`)."""
     progress: dict[str, int] | None = None
     """behaviours_added, reverified, issues_closed (None in journals before progress was recorded)."""
     failure: str | None = None
@@ -191,7 +197,21 @@ class LoopStats:
 
     @property
     def seconds(self) -> float:
-        return round(self.finished - self.started, 2) if self.started is not None and self.finished is not None else 0.0
+        """A finished loop's time: the sum of its spans, so the days a stopped run waited for its resume are
+        not in it."""
+        return round(self.active, 2) if self.finished is not None else 0.0
+
+    def seconds_so_far(self, now: float | None) -> float:
+        """Its time until now: a finished loop's, or an unfinished one's closed spans plus the open one."""
+        if self.finished is not None:
+            return self.seconds
+        open_part = max(0.0, now - self.span_start) if now is not None and self.span_start is not None else 0.0
+        return round(self.active + open_part, 2)
+
+    def close_span(self, at: float) -> None:
+        if self.span_start is not None:
+            self.active += max(0.0, at - self.span_start)
+            self.span_start = None
 
     @property
     def total_usage(self) -> Usage:
@@ -202,6 +222,7 @@ class LoopStats:
         return LoopSummary(
             loop=self.loop, status=self.status, candidate_id=self.candidate_id, criteria_verified=self.verified,
             criteria_total=self.criteria, issues=self.issues, progress=self.progress, seconds=self.seconds,
+            reason=self.reason,
             role_seconds=dict(self.role_seconds), attempts=dict(self.attempts), violations=dict(self.violations),
             tokens=total.total_tokens, cost_usd=total.cost_usd,
             usage={role: usage.to_json() for role, usage in self.usage.items()}, error=self.failure,
@@ -261,7 +282,11 @@ class RunHistory:
         """Fold one more record in (in journal order)."""
         ev = record.event
         if isinstance(ev, RunStarted):
+            self._close_loop_spans(self._last_time)  # a session killed without a run_finished: to its last event
             self._close_session()
+            for stats in self.loops.values():  # the unfinished loop goes on in this session
+                if stats.started is not None and stats.finished is None:
+                    stats.span_start = record.time
             self.run_started, self.run_finished, self.live_processes = ev, None, []
             self.stop_request, self.budget_stop, self.quota_wait = None, None, None
             self.sessions += 1
@@ -271,9 +296,13 @@ class RunHistory:
             if ev.status == RunStatus.STALLED:
                 self.no_progress_streak = 0  # a resume past `stalled` is the user's decision to go on
             self._last_time = record.time
+            self._close_loop_spans(record.time)
             self._close_session()
         elif isinstance(ev, LoopStarted):
-            self._loop(ev.loop).started = record.time
+            stats = self._loop(ev.loop)
+            stats.started = stats.started if stats.started is not None else record.time
+            stats.close_span(record.time)
+            stats.span_start = record.time
         elif isinstance(ev, AttemptStarted):
             self.in_flight = ev
         elif isinstance(ev, ProcessStarted):
@@ -291,7 +320,8 @@ class RunHistory:
             stats = self._loop(ev.loop)
             stats.status, stats.candidate_id, stats.issues = LoopStatus(ev.status), ev.candidate_id, ev.issues
             stats.verified, stats.criteria, stats.finished = ev.verified, ev.criteria, record.time
-            stats.progress = ev.progress
+            stats.progress, stats.reason = ev.progress, ev.reason
+            stats.close_span(record.time)
             # A loop from a journal that did not record progress is not counted against patience.
             self.no_progress_streak = 0 if ev.progress is None or stats.made_progress else self.no_progress_streak + 1
         elif isinstance(ev, ChecksReplayed):
@@ -331,6 +361,11 @@ class RunHistory:
             largest[key] = max(largest[key], value)
         if ev.harness is not None:
             self.role_setting[ev.role] = (ev.harness, ev.model)
+
+    def _close_loop_spans(self, at: float | None) -> None:
+        if at is not None:
+            for stats in self.loops.values():
+                stats.close_span(at)
 
     def _close_session(self) -> None:
         if self._session_start is not None and self._last_time is not None:

@@ -19,8 +19,10 @@ from .journal import Journal, LoopStats, RunHistory
 from .lock import lock_held as _lock_held
 from .workspace import Workspace
 
-STATUS_SCHEMA_VERSION = 2
-"""2: cost, budget, stop_reason, paused_until, eta, roles, patience; tokens and cost_usd per loop."""
+STATUS_SCHEMA_VERSION = 3
+"""2: cost, budget, stop_reason, paused_until, eta, roles, patience; tokens and cost_usd per loop.
+3: stop_reason.message; a loop's reason; an unfinished loop of a run nobody holds says how the run ended;
+notes."""
 ETA_WINDOW = 5
 """The ETA assumes the next loops take as long as the mean of the last this many."""
 
@@ -67,12 +69,31 @@ def _eta(history: RunHistory, state: RunStatus, target: int, now: float) -> dict
             "at": clock(now + seconds) if state is RunStatus.RUNNING else None}
 
 
-def _stop_reason(history: RunHistory) -> dict[str, Any] | None:
+def stop_message(status: RunStatus, error: str | None) -> str:
+    """How a session's end reads for people: `stopped by hoh stop (pid 7) …`, `interrupted (Ctrl-C)`."""
+    if status is RunStatus.INTERRUPTED:
+        if error in (None, "KeyboardInterrupt"):  # what the Runtime records for a second Ctrl-C or SIGTERM
+            return "interrupted (Ctrl-C)"
+        return f"interrupted: {error}"
+    if status is RunStatus.STOPPED and error and error.startswith("stopped "):
+        return error
+    return f"{status.value.replace('_', ' ')}: {error}" if error else status.value.replace("_", " ")
+
+
+KILLED = "interrupted: the hoh process ended without recording why (killed?); continue with hoh resume"
+
+
+def _stop_reason(history: RunHistory, state: RunStatus) -> dict[str, Any] | None:
     """Why the last session ended short of `finished`: its status and message (with the budget's figures)."""
     ended = history.run_finished
-    if ended is None or ended.status == RunStatus.FINISHED:
+    if ended is None:
+        # Nobody holds the workspace and the journal has no end: the process died (kill -9, a reboot).
+        return {"status": RunStatus.INTERRUPTED, "error": None, "message": KILLED} \
+            if state is RunStatus.INTERRUPTED else None
+    if ended.status == RunStatus.FINISHED:
         return None
-    reason: dict[str, Any] = {"status": ended.status, "error": ended.error}
+    reason: dict[str, Any] = {"status": ended.status, "error": ended.error,
+                              "message": stop_message(RunStatus(ended.status), ended.error)}
     if ended.status == RunStatus.BUDGET_EXHAUSTED and (stop := history.budget_stop):
         reason.update(budget=stop.budget, limit=stop.limit, spent=stop.spent, estimate=stop.estimate, role=stop.role,
                       loop=stop.loop)
@@ -102,11 +123,22 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
         "cost_usd": history.usage.cost_usd,
         "wall_hours": round(history.wall_seconds(now if live else None) / 3600, 4),
         "budget": figures(ws.config.budget, history, now if live else None),
-        "stop_reason": _stop_reason(history),
+        "stop_reason": _stop_reason(history, state),
         "paused_until": clock(paused.until) if paused else None,
         "eta": _eta(history, state, target, now),
         "patience": {"limit": ws.config.policy.patience, "loops_without_progress": history.no_progress_streak}
         if ws.config.policy.patience else None,
         "roles": _roles(ws, history, loops),
-        "loops": [stats.summary().to_json() for stats in loops],
+        "loops": [_loop_entry(stats, state, now if live else None) for stats in loops],
     }
+
+
+def _loop_entry(stats: LoopStats, state: RunStatus, now: float | None) -> dict[str, Any]:
+    """A loop's figures; an unfinished one's time so far, and, when no hoh works on it, how its run ended
+    (`stopped`, `interrupted`, …) instead of `running`."""
+    entry = stats.summary().to_json()
+    if not stats.status.finished:
+        entry["seconds"] = stats.seconds_so_far(now)
+        if state is not RunStatus.RUNNING:
+            entry["status"] = state.value
+    return entry
