@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .errors import EnvironmentUnavailable
 from .statuses import RunStatus
 from .store.journal import Journal, RunHistory
-from .store.workspace import create_workspace, open_workspace
+from .store.workspace import create_workspace, open_workspace, require_writable
 
 if TYPE_CHECKING:
     from .config import HohConfig
@@ -52,6 +52,7 @@ def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | N
     `stalled` runs again only when `more_loops` asks for it."""
     from .runtime.loop import Runtime
     ws = open_workspace(Path(workspace))
+    require_writable(ws, "hoh resume")
     with Runtime.open(ws, notify, overrides=overrides) as runtime:
         history = runtime.history
         target = history.run_started.target_loops if history.run_started else runtime.config.loops
@@ -59,6 +60,13 @@ def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | N
             target = history.last_finished_loop + more_loops
         elif history.run_finished is not None and history.run_finished.status in (RunStatus.COMPLETE, RunStatus.STALLED):
             target = history.last_finished_loop
+        ended = history.run_finished
+        if more_loops is None and ended is not None and RunStatus(ended.status).ended_as_planned \
+                and history.last_finished_loop >= target:
+            # Nothing left to run: say so (the CLI names `--loops`) rather than journal an empty session.
+            from .runtime.loop import RunReport
+            return RunReport(RunStatus(ended.status), history.last_finished_loop, target, ended.error,
+                             nothing_to_do=True)
         return runtime.run(target)
 
 
@@ -70,6 +78,7 @@ def stop(workspace: Path) -> str:
     ws = open_workspace(Path(workspace))
     if not lock_held(ws.paths.root):
         raise UsageError(f"no hoh is running in {ws.paths.root}; nothing to stop")
+    require_writable(ws, "hoh stop")
     StopFile(ws.paths.stop_request).write("hoh stop")
     try:
         return ws.paths.lock.read_text().strip() or "?"
@@ -86,7 +95,10 @@ def status(workspace: Path) -> dict:
 def verify(workspace: Path, repair: bool = False) -> dict:
     """Re-hash everything finished loops left (`hoh status --verify`); with `repair`, restore sealed files."""
     from .store.verify import verify_workspace
-    return verify_workspace(open_workspace(Path(workspace)), repair)
+    ws = open_workspace(Path(workspace))
+    if repair:
+        require_writable(ws, "hoh status --repair")
+    return verify_workspace(ws, repair)
 
 
 def ledger_item(workspace: Path, item_id: str) -> dict:

@@ -118,6 +118,10 @@ def diagnose(name: str, check_sandbox: bool = True, jail_works: bool = True,
     return report
 
 
+INSTALL_WITH = "; install it with: "
+"""How a harness's problem names its install command (`HarnessUnavailable`)."""
+
+
 def render(console: Console, jail: dict[str, Any], reports: list[dict[str, Any]],
            roles: dict[str, Any] | None = None) -> None:
     console.print(f"OS jail: {jail['status']}" + (f" — {jail['fix']}" if jail["fix"] else ""), soft_wrap=True)
@@ -136,9 +140,18 @@ def render(console: Console, jail: dict[str, Any], reports: list[dict[str, Any]]
         table.add_column(col, overflow="fold")
     for r in reports:
         status = "ok" if r["usable"] else (r["problem"] or "unusable").split(": ", 1)[-1]
+        # A command in a table cell wraps mid-name at 80 columns: the table says what is wrong, the commands
+        # follow below it, one line each, never wrapped (copy and paste them).
+        status = status.split(INSTALL_WITH, 1)[0] + (" (or --set harness.check_version=false)"
+                                                      if "check_version" in status else "")
         table.add_row(r["harness"], r["version"] or "no", r["tested_version"] or "-", status, r["sandbox"] or "")
     console.print()
     console.print(table)
+    missing = [r for r in reports if not r["usable"] and r.get("install") and INSTALL_WITH in (r["problem"] or "")]
+    if missing:
+        console.print("\nto install:")
+        for r in missing:
+            console.print(f"  {r['install']}", soft_wrap=True, highlight=False, markup=False)
     console.print("\ncredentials, per harness:")
     for r in reports:
         console.print(f"  {r['harness']}: {r['credential']}", soft_wrap=True, highlight=False)

@@ -117,6 +117,7 @@ def build(
     from .. import api
     from ..config import HohConfig, apply_overrides, load_config
     from .progress import LiveProgress
+    _check_loops(loops)
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops, "environment.name": env,
@@ -131,7 +132,7 @@ def build(
 @app.command(cls=UsageCommand)
 def resume(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
-    loops: Optional[int] = typer.Option(None, "--loops", "-n", min=1,
+    loops: Optional[int] = typer.Option(None, "--loops", "-n",
                                         help="Run this many more loops past the last finished one."),
     set_: list[str] = typer.Option([], "--set", help="Change a setting in the workspace's hoh.yaml first: "
                                    "key.sub=value (repeatable), e.g. budget.cost_usd=20."),
@@ -140,10 +141,22 @@ def resume(
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
     from .. import api
     from .progress import LiveProgress
+    _check_loops(loops)
     with LiveProgress(err(), quiet) as progress:
         _graceful(progress, workspace)
         report = api.resume(workspace, more_loops=loops, notify=progress, overrides=set_)
+    if report.nothing_to_do:
+        ws = workspace.expanduser().resolve()
+        out().print(f"the run in {ws} is already {report.status} ({report.loops_finished}/{report.target_loops} "
+                    f"loops); nothing to resume · to run more loops: hoh resume -w {ws} --loops N", soft_wrap=True)
+        return
     _finish(report, workspace)
+
+
+def _check_loops(loops: int | None) -> None:
+    if loops is not None and loops < 1:
+        from ..errors import UsageError
+        raise UsageError(f"--loops must be at least 1 (got {loops})")
 
 
 @app.command(cls=UsageCommand)

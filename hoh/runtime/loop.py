@@ -61,6 +61,8 @@ class RunReport:
     loops_finished: int
     target_loops: int
     error: str | None = None
+    nothing_to_do: bool = False
+    """A resume of a run that had ended as planned, with no more loops asked for: nothing ran, nothing written."""
 
     @property
     def ended_as_planned(self) -> bool:

@@ -23,11 +23,7 @@ class WorkspaceLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            try:
-                holder = self.path.read_text(errors="replace").strip() or "another process"
-            except OSError:
-                holder = "another process"
-            raise WorkspaceBusy(f"workspace {self.path.parent} is in use by hoh pid {holder}; wait for it or stop it") from None
+            raise WorkspaceBusy(busy_message(self.path.parent)) from None
         self._fd = fd
         try:
             self.path.write_text(str(os.getpid()))
@@ -55,3 +51,17 @@ def lock_held(root: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def holder(root: Path) -> str:
+    """The pid `hoh.lock` names (a courtesy: the lock itself is the directory's), or "?"."""
+    try:
+        return (root / "hoh.lock").read_text(errors="replace").strip() or "?"
+    except OSError:
+        return "?"
+
+
+def busy_message(root: Path) -> str:
+    """What a second build or resume of a live run is told: the run is live, and what can be done meanwhile."""
+    return (f"workspace {root} is in use by hoh pid {holder(root)}: its run is live; follow it with "
+            f"hoh status -w {root}, or end it with hoh stop -w {root}")

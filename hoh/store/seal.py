@@ -223,7 +223,9 @@ class SealedState:
         tree = self.sealed_tree()
         if tree is None:
             return []
-        with tempfile.TemporaryDirectory(dir=self.history.git_dir) as tmp:
+        # Beside the history when hoh may write there; a read-only workspace is verified from a private tmp dir.
+        where = self.history.git_dir if os.access(self.history.git_dir, os.W_OK) else None
+        with tempfile.TemporaryDirectory(dir=where) as tmp:
             fresh = Path(tmp) / "index"
             self._git("read-tree", tree, index=fresh)
             return self.history.changes(self.state_dir, fresh, *self._pathspec(open_loops))

@@ -22,7 +22,7 @@ from .events import WorkspaceCreated
 from .git import History
 from .gitrun import GitError, run_git
 from .journal import Journal
-from .lock import WorkspaceLock
+from .lock import WorkspaceLock, busy_message, lock_held
 from .mirror import ProjectMirror
 
 WORKSPACE_SCHEMA_VERSION = 2
@@ -108,6 +108,8 @@ def create_workspace(root: Path, spec_path: Path, config: HohConfig, *, force: b
     if root.exists() and any(root.iterdir()):
         if not is_workspace(root):
             raise UsageError(f"{root} is not empty and is not a hoh workspace; choose an empty or new -w directory")
+        if lock_held(root):
+            raise UsageError(busy_message(root))  # "use resume" would only be refused while the run is live
         existing = load_state(WorkspacePaths(root).identity, ("spec_sha256",), WORKSPACE_SCHEMA_VERSION)
         if existing.get("spec_sha256") == sha256_bytes(spec) and not force:
             raise UsageError(f"workspace {root} already holds a run of this spec; continue it with: hoh resume -w {root}")
@@ -187,6 +189,18 @@ def _upgrade_v1(paths: WorkspacePaths, identity: dict[str, Any]) -> dict[str, An
     upgraded = {**identity, "schema_version": WORKSPACE_SCHEMA_VERSION, "project_dir": None}
     atomic_write_json(paths.identity, upgraded)
     return upgraded
+
+
+def require_writable(ws: Workspace, command: str) -> None:
+    """A command that writes the workspace refuses a read-only one up front, in one line, before it takes the
+    lock or changes anything (a read-only copy is still fine for status, show, replay and --verify)."""
+    paths = ws.paths
+    blocked = [p for p in (paths.root, paths.state, paths.journal, paths.history) if p.exists()
+               and not os.access(p, os.W_OK)]
+    if blocked:
+        what = "its directory" if blocked[0] == paths.root else paths.rel(blocked[0])
+        raise UsageError(f"workspace {paths.root} is read-only ({what} is not writable) and {command} writes to it; "
+                         f"make it writable (chmod -R u+w {paths.root}) or work on a copy")
 
 
 def open_workspace(root: Path) -> Workspace:
