@@ -86,6 +86,16 @@ def stop(workspace: Path) -> str:
         return "?"
 
 
+def note(workspace: Path, text: str) -> str | None:
+    """Add a human's note for the next loop's Planner (`hoh note`): its id once stored, or None while it waits
+    for the live run to store it when its next loop starts planning."""
+    from .store.notes import add_note, check_text
+    text = check_text(text)  # an empty note is refused before the workspace is even looked at
+    ws = open_workspace(Path(workspace))
+    require_writable(ws, "hoh note")
+    return add_note(ws.paths, text)
+
+
 def status(workspace: Path) -> dict:
     """The workspace summary `hoh status --json` prints."""
     from .store.status import workspace_status

@@ -6,6 +6,7 @@
       script.yaml               the scripted harness's script, frozen at build (scripted runs only)
       hoh.lock                  held by the one hoh process working here
       hoh.stop                  a stop request from `hoh stop` (the run ends after its current role attempt)
+      hoh.notes/                notes `hoh note` wrote while a run was live, until that run stores them in state/
       history.git/              the authoritative history, written by hoh alone: loop t is commit + tag
                                 `loop-000t` on `main`; sealed state (refs/hoh/sealed); see store/git.py
       project/                  A_t, the work tree (or the `--project DIR` recorded in workspace.json);
@@ -21,6 +22,7 @@
         journal.jsonl           append-only, fsynced event log: the truth for resume
         INDEX.md                progressive-disclosure index the Planner reads first
         ledger.json             issue ledger and verified-behaviour register
+        notes/N-0001.md         a human's note (`hoh note`), given to the next loop's Planner
         hooks/                  what each hook printed: 0007-on_loop_end.out .err (after loop 7),
                                 stop-<n>-on_stop.out .err (the end of session n)
         loops/0007/
@@ -67,6 +69,17 @@ class WorkspacePaths:
     @property
     def stop_request(self) -> Path:
         return self.root / "hoh.stop"
+
+    @property
+    def notes_inbox(self) -> Path:
+        return self.root / "hoh.notes"
+
+    @property
+    def notes(self) -> Path:
+        return self.state / "notes"
+
+    def note(self, note_id: str) -> Path:
+        return self.notes / f"{note_id}.md"
 
     @property
     def hooks(self) -> Path:

@@ -177,6 +177,22 @@ def stop(
 
 
 @app.command(cls=UsageCommand)
+def note(
+    text: str = typer.Argument(..., help="What the next loop's Planner should know, e.g. \"fix I-0002 first\"."),
+    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+) -> None:
+    """Leave a note for the next loop's Planner (a live run takes it when its next loop starts planning)."""
+    from .. import api
+    note_id = api.note(workspace, text)
+    ws = workspace.expanduser().resolve()
+    if note_id is None:
+        out().print(f"note queued: the live run gives it to the next loop that starts planning · hoh status -w {ws}",
+                    soft_wrap=True)
+    else:
+        out().print(f"note {note_id} added: the next loop's Planner gets it · hoh status -w {ws}", soft_wrap=True)
+
+
+@app.command(cls=UsageCommand)
 def status(
     workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),

@@ -80,6 +80,10 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
         say("budget: " + " · ".join(parts))
     if patience := data.get("patience"):
         say(f"patience: {patience['loops_without_progress']} of {patience['limit']} loops without progress")
+    for note in data.get("notes", []):
+        where = f"taken by loop {note['loop']}" if note["loop"] else "for the next loop that plans"
+        text = " ".join((note["text"] or "(its file is missing)").split())
+        say(f"note {note['id'] or '(queued)'} {where}: {text if len(text) <= 60 else text[:59] + '…'}")
     last = next((loop["candidate_id"] for loop in reversed(data["loops"]) if loop["candidate_id"]), None)
     if last:
         say(f"last candidate: {last}")

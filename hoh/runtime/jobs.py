@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
@@ -21,6 +21,7 @@ from ..resources import schema
 from ..store.git import History
 from ..store.journal import Journal
 from ..store.mirror import ProjectMirror
+from ..store.notes import Note
 from ..store.seal import SealedState
 from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .roles import RoleJob
@@ -117,9 +118,10 @@ class JobFactory:
     def _context(self, **extra: Any) -> dict[str, Any]:
         return {"workspace": self.paths.root, "project_dir": self.paths.project, **extra}
 
-    def planner(self, loop: int, base_commit: str, ledger: Ledger) -> RoleJob:
+    def planner(self, loop: int, base_commit: str, ledger: Ledger, notes: Sequence[Note] = ()) -> RoleJob:
+        """The Planner's job; `notes` are a human's (`hoh note`), frozen with its inputs like the spec."""
         feedback = self.config.mechanisms.evidence_feedback
-        inputs = [self.paths.spec]
+        inputs = [self.paths.spec, *(note.path for note in notes)]
         evidence, transcripts = self._evidence_dirs() if feedback else ((), ())
         index_text = ""
         if feedback:
@@ -129,7 +131,8 @@ class JobFactory:
         return RoleJob(
             role="planner", loop=loop, workdir=self.paths.project, access="read-only",
             prompt_values=dict(loop=loop, spec=self.spec_text, index=index_text, index_path=self.paths.index,
-                               project_dir=self.paths.project, schema=schema_text("plan")),
+                               project_dir=self.paths.project, schema=schema_text("plan"),
+                               notes=[{"id": note.id, "text": note.text} for note in notes]),
             expectations=Expectations(loop=loop, issue_ids=ledger.issue_ids(), behaviour_ids=ledger.behaviour_ids(),
                                       active_issue_ids={i["id"] for i in ledger.ranked_active_issues()},
                                       verified_ids={b["id"] for b in ledger.verified_behaviours()}),

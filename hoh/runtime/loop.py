@@ -32,6 +32,7 @@ from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev
 from ..store.journal import Journal, RunHistory
 from ..store.lock import WorkspaceLock
+from ..store.notes import Notes
 from ..store.seal import SealedState
 from ..store.workspace import Workspace
 from .control import RunControl
@@ -114,6 +115,7 @@ class Runtime:
                                  executors=environments.executors() if environments else None)
         self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror,
                                home=self.runner.home)
+        self.notes = Notes(self.paths, journal)
         self.checks = CheckSteps(self.paths, self.config, self.repo, journal, self.history,
                                  self.runner.executors.get("qa", LOCAL), self.jobs.check_jail(), role_limits(self.config))
 
@@ -281,7 +283,7 @@ class Runtime:
             reused = True
         else:
             self.repo.reset_to(base)
-            planned = self._run_role(self.jobs.planner(t, base, ledger))
+            planned = self._run_role(self.jobs.planner(t, base, ledger, self.notes.for_loop(t)))
             if planned is None:
                 return None
             plan, reused = self.preserve_as_registered(planned, ledger), False

@@ -324,4 +324,26 @@ class ViolationBetweenRoles(Event):
     changes: list[str]
 
 
+@dataclass(frozen=True)
+class NoteAdded(Event):
+    """A human's note (`hoh note`) stored as `state/notes/<note>.md`, waiting for the next loop that plans."""
+
+    kind = "note_added"
+    note: str
+    """N-0001, …: its file's name."""
+    sha256: str
+    inbox: str | None = None
+    """The `hoh.notes/` file it came from when it was written while a run was live (that file is then removed;
+    a crash before its removal never stores it twice)."""
+
+
+@dataclass(frozen=True)
+class NotesTaken(Event):
+    """The notes loop `loop`'s Planner gets, fixed before its inputs are frozen: a resume gives it the same."""
+
+    kind = "notes_taken"
+    loop: int
+    notes: list[str]
+
+
 KINDS: dict[str, type[Event]] = {cls.kind: cls for cls in Event.__subclasses__()}

@@ -17,6 +17,7 @@ from ..usage import Usage
 from .budget import figures
 from .journal import Journal, LoopStats, RunHistory
 from .lock import lock_held as _lock_held
+from .notes import NoteBook, queued
 from .workspace import Workspace
 
 STATUS_SCHEMA_VERSION = 3
@@ -129,8 +130,25 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
         "patience": {"limit": ws.config.policy.patience, "loops_without_progress": history.no_progress_streak}
         if ws.config.policy.patience else None,
         "roles": _roles(ws, history, loops),
+        "notes": _notes(ws),
         "loops": [_loop_entry(stats, state, now if live else None) for stats in loops],
     }
+
+
+def _notes(ws: Workspace) -> list[dict[str, Any]]:
+    """Every note: stored ones with the loop that took each (None: the next loop that plans), then those still
+    waiting in the inbox for the live run (no id yet)."""
+    book = NoteBook.fold(Journal(ws.paths.journal).records())
+    out: list[dict[str, Any]] = []
+    for note_id in book.stored:
+        try:
+            text = ws.paths.note(note_id).read_text(encoding="utf-8").strip()
+        except OSError:
+            text = None
+        out.append({"id": note_id, "loop": book.taken_by.get(note_id), "state": "taken" if note_id in book.taken_by
+                    else "pending", "text": text})
+    out += [{"id": None, "loop": None, "state": "queued", "text": text} for text in queued(ws.paths)]
+    return out
 
 
 def _loop_entry(stats: LoopStats, state: RunStatus, now: float | None) -> dict[str, Any]:
