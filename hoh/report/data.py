@@ -31,7 +31,7 @@ from ..records import (Candidate, DeveloperReport, LoopSummary, Plan, QaReport, 
 from ..statuses import LoopStatus, RunStatus, Verdict
 from ..store.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
 from ..store.journal import Journal
-from ..store.status import workspace_status
+from ..store.status import stop_message, workspace_status
 from ..store.workspace import Workspace, open_workspace
 
 INLINE_FILE_BYTES = 1500
@@ -250,7 +250,7 @@ def _journal_facts(journal: Journal) -> dict[str, Any]:
             last_run = ev
     reason = None
     if last_run is not None and last_run.status != RunStatus.FINISHED:
-        reason = f"{last_run.status}: {last_run.error or 'no detail recorded'}"
+        reason = stop_message(RunStatus(last_run.status), last_run.error)
     return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions}
 
 
