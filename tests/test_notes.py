@@ -109,3 +109,8 @@ def test_a_resume_after_a_crash_gives_the_planner_the_same_notes(tmp_path):
     assert "before the crash" in frozen and "after the crash" not in frozen
     assert [(n["id"], n["loop"], n["state"]) for n in status(p.ws)["notes"]] == [("N-0001", 2, "taken"),
                                                                                 ("N-0002", None, "pending")]
+
+
+def test_note_help():
+    result = run_hoh("note", "--help")
+    assert result.returncode == 0 and "next loop's Planner" in result.stdout
