@@ -150,10 +150,13 @@ def add_note(paths: WorkspacePaths, text: str) -> str | None:
         return None
 
 
-def queued(paths: WorkspacePaths) -> list[str]:
-    """The texts waiting in the inbox (for `hoh status`)."""
+def queued(paths: WorkspacePaths, book: NoteBook) -> list[str]:
+    """The texts waiting in the inbox (for `hoh status`); one already stored (a crash before its file's removal)
+    is not counted twice."""
     out = []
     for path in sorted(paths.notes_inbox.glob("*.json")) if paths.notes_inbox.is_dir() else ():
+        if path.name in book.inbox_names:
+            continue
         try:
             out.append(str(json.loads(path.read_text(encoding="utf-8"))["text"]))
         except (OSError, ValueError, KeyError, TypeError):

@@ -102,7 +102,8 @@ def _stop_reason(history: RunHistory, state: RunStatus) -> dict[str, Any] | None
 
 
 def workspace_status(ws: Workspace) -> dict[str, Any]:
-    history = RunHistory.read(Journal(ws.paths.journal))
+    records = list(Journal(ws.paths.journal).records())  # read once: the run's fold and the notes' fold
+    history = RunHistory.fold(records)
     loops = history.loop_list()
     state = run_state(history, ws)
     now = time.time()
@@ -130,15 +131,14 @@ def workspace_status(ws: Workspace) -> dict[str, Any]:
         "patience": {"limit": ws.config.policy.patience, "loops_without_progress": history.no_progress_streak}
         if ws.config.policy.patience else None,
         "roles": _roles(ws, history, loops),
-        "notes": _notes(ws),
+        "notes": _notes(ws, NoteBook.fold(records)),
         "loops": [_loop_entry(stats, state, now if live else None) for stats in loops],
     }
 
 
-def _notes(ws: Workspace) -> list[dict[str, Any]]:
+def _notes(ws: Workspace, book: NoteBook) -> list[dict[str, Any]]:
     """Every note: stored ones with the loop that took each (None: the next loop that plans), then those still
     waiting in the inbox for the live run (no id yet)."""
-    book = NoteBook.fold(Journal(ws.paths.journal).records())
     out: list[dict[str, Any]] = []
     for note_id in book.stored:
         try:
@@ -147,7 +147,7 @@ def _notes(ws: Workspace) -> list[dict[str, Any]]:
             text = None
         out.append({"id": note_id, "loop": book.taken_by.get(note_id), "state": "taken" if note_id in book.taken_by
                     else "pending", "text": text})
-    out += [{"id": None, "loop": None, "state": "queued", "text": text} for text in queued(ws.paths)]
+    out += [{"id": None, "loop": None, "state": "queued", "text": text} for text in queued(ws.paths, book)]
     return out
 
 
