@@ -1,0 +1,90 @@
+"""What several commands share: the workspace option and how a workspace is found without one, the
+`--progress` option, the exit codes `hoh --help` lists, and the log (`-v`, `-q`, `--log-file`).
+
+Only typer and the standard library are imported here: `hoh --help` loads this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+BUILD_DEFAULT = Path("hoh-work")
+"""`hoh build`'s workspace when no -w is given; the other commands find it too."""
+
+WS_HELP = ("Workspace directory (everything needed to resume lives here); default: the workspace the current "
+           f"directory is in, else ./{BUILD_DEFAULT}.")
+
+
+def find_workspace(start: Path | None = None) -> Path | None:
+    """The workspace a directory is in, found the way git finds `.git`: the first of it and its parents that
+    holds state/workspace.json; else `./hoh-work` (build's default) if that is one; else None."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        if (directory / "state" / "workspace.json").is_file():
+            return directory
+    if (here / BUILD_DEFAULT / "state" / "workspace.json").is_file():
+        return here / BUILD_DEFAULT
+    return None
+
+
+def _workspace(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
+    if value is not None or ctx.resilient_parsing:  # shell completion parses without running anything
+        return value
+    found = find_workspace()
+    if found is None:
+        from ..errors import UsageError
+        raise UsageError(f"no hoh workspace here: none in {Path.cwd()} or its parents, and no ./{BUILD_DEFAULT}; "
+                         "give one with -w DIR")
+    return found
+
+
+def workspace_option(**extra) -> Optional[Path]:
+    """-w DIR of every command that reads or continues a workspace; absent, it is found (`find_workspace`)."""
+    return typer.Option(None, "--workspace", "-w", help=WS_HELP, callback=_workspace, show_default=False, **extra)
+
+
+PROGRESS_HELP = ("How the run reports while it goes, on stderr: auto (live on a terminal, else lines), live, "
+                 "lines (one per role attempt's start and end), json (one object per line), none.")
+JSON_HELP = "Print the run report as one JSON document on stdout (progress then defaults to none)."
+
+EXIT_CODES = """\b
+Exit codes:
+  0    done: a run finished, is complete or stalled; a command succeeded
+  1    a role failed, hoh failed, or a check found a problem (status --verify,
+       replay, doctor --harness)
+  2    bad input: usage, spec, settings, workspace (nothing was run)
+  3    budget_exhausted: hoh resume --set budget.KEY=VALUE continues
+  4    stopped (hoh stop, a first Ctrl-C): hoh resume continues
+  5    quota_exhausted: the usage limit resets later than the run may wait
+  130  interrupted (a second Ctrl-C)"""
+
+
+def setup_logging(verbose: int, quiet: bool, log_file: Optional[Path]) -> None:
+    """hoh's log (`hoh.*` loggers): to stderr with -v (INFO) or -vv (DEBUG), only errors with -q; to
+    `log_file` at INFO (DEBUG with -vv), appended, whatever stderr shows."""
+    root = logging.getLogger("hoh")
+    root.setLevel(logging.DEBUG)
+    root.propagate = False
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    if verbose or quiet:
+        stream = logging.StreamHandler(sys.stderr)
+        stream.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose > 1 else logging.INFO)
+        stream.setFormatter(logging.Formatter("hoh: %(message)s"))
+        root.addHandler(stream)
+    if log_file is not None:
+        try:
+            handler = logging.FileHandler(log_file.expanduser(), encoding="utf-8")
+        except OSError as err:
+            from ..errors import UsageError
+            raise UsageError(f"cannot write the log file {log_file}: {err.strerror}") from None
+        handler.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
