@@ -56,8 +56,8 @@ class RunningRole:
     role: str
     loop: int
     attempt: int = 1
-    started: float = field(default_factory=time.monotonic)
-    attempt_started: float = field(default_factory=time.monotonic)
+    started: float = field(default_factory=lambda: time.monotonic())
+    attempt_started: float = field(default_factory=lambda: time.monotonic())
     spent: Usage = field(default_factory=Usage)
     tools: int = 0
     last_tool: str | None = None

@@ -91,20 +91,35 @@ class EventsTail:
                 return []
             data, self.skipping = data[cut + 1:], False
         *complete, rest = (self.partial + data).split(b"\n")
-        if len(rest) > LINE_LIMIT:
+        if len(rest) >= LINE_LIMIT:
             rest, self.skipping = b"", True
         self.partial = rest
         return [line.decode("utf-8", "replace") for line in complete if len(line) <= LINE_LIMIT]
 
     def _fold(self, lines: list[str]) -> None:
+        try:
+            self._fold_parsed(lines)
+        except Exception:  # noqa: BLE001 - a line the parser cannot take would poison the window: leave it out
+            self._fold_parsed([line for line in lines if self._survives(line)])
+
+    def _survives(self, line: str) -> bool:
+        try:
+            self.parse([line])
+        except Exception:  # noqa: BLE001
+            return False
+        return True
+
+    def _fold_parsed(self, lines: list[str]) -> None:
         size = sum(map(len, lines))
         if self.window is not None and self.window_bytes + size <= WINDOW_LIMIT:
+            windowed = _figures(self.parse(self.window + lines))
             self.window += lines
             self.window_bytes += size
-            self.windowed = _figures(self.parse(self.window))
+            self.windowed = windowed
         else:
+            added = _figures(self.parse(lines))
             self.window = None  # closed for good: what it said stays in `windowed`
-            self.added = _plus(self.added, _figures(self.parse(lines)))
+            self.added = _plus(self.added, added)
         self.figures = _plus(_plus(self.base, self.windowed), self.added)
 
 def _figures(parsed: ParsedRun) -> LiveFigures:
