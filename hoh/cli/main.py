@@ -120,7 +120,7 @@ def build(
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive: codex, opencode, pi, "
                                           "claude, scripted (model-free) or package.module:Class; required unless "
                                           "--config names one (`hoh doctor` lists them).", rich_help_panel="Harness",
-                                          show_default="none: required unless --config names one"),
+                                          show_default="none"),
     model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
     base_url: Optional[str] = typer.Option(None, help="Model endpoint (OpenAI-compatible; Anthropic for claude).",
                                            rich_help_panel="Harness"),
@@ -340,7 +340,7 @@ def main() -> None:
     # exit 130, with no import of click here: recent typer releases vendor it. hoh's own errors
     # pass through to be printed as one line.
     try:
-        app(standalone_mode=True)
+        app(standalone_mode=True, prog_name="hoh")  # `python -m hoh` too: its usage and completion are hoh's
     except HohError as e:
         _error(str(e))
         sys.exit(e.exit_code)
