@@ -245,3 +245,12 @@ def test_verbose_logs_to_stderr_quiet_silences_and_a_bad_log_file_is_one_line(tm
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     _fails_cleanly(run_hoh("--log-file", tmp_path / "no" / "such" / "dir.log", "status", "-w", ws),
                    "cannot write the log file")
+
+
+def test_the_log_keeps_the_command_line_but_not_an_agent_variables_value(tmp_path):
+    from hoh.cli.main import _loggable
+    assert _loggable(["bench", "run", "s", "--ae", "KEY=hunter2", "--ae=K2=x", "--ae", "NAME", "--set", "a=b"]) == \
+        ["bench", "run", "s", "--ae", "KEY=…", "--ae=K2=…", "--ae", "NAME", "--set", "a=b"]
+    log = tmp_path / "hoh.log"
+    assert run_hoh("--log-file", log, "status", "-w", tmp_path).returncode == 2
+    assert f"hoh --log-file {log} status -w {tmp_path}" in log.read_text()

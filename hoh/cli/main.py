@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from .usage import UsageCommand
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
 # them, so `hoh --help` and `hoh status` load only what they need.
 
+log = logging.getLogger("hoh.cli")
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, context_settings=HELP_OPTIONS, epilog=EXIT_CODES,
@@ -47,12 +49,24 @@ def _options(version: bool = typer.Option(False, "--version", callback=_version,
     setup_logging(verbose, quiet, log_file)
     global QUIET
     QUIET = quiet
+    log.info("hoh %s (pid %d, in %s)", " ".join(_loggable(sys.argv[1:])), os.getpid(), os.getcwd())
+
+
+def _loggable(argv: list[str]) -> list[str]:
+    """The command line as the log keeps it: a value given to an agent (`--ae NAME=VALUE`) may be a secret."""
+    kept = []
+    for n, arg in enumerate(argv):
+        after_ae = n > 0 and argv[n - 1] == "--ae"
+        if (after_ae or arg.startswith("--ae=")) and "=" in arg.removeprefix("--ae="):
+            arg = arg[: arg.index("=", len("--ae=") if arg.startswith("--ae=") else 0) + 1] + "…"
+        kept.append(arg)
+    return kept
 
 
 DEFAULT_LOOPS = 3
 """`HohConfig.loops`'s default, spelt here so `hoh --help` imports no pydantic (a test keeps the two equal)."""
 QUIET = False
-"""`hoh -q`: no progress, whatever the command's --progress says."""
+"""`hoh -q`: no progress unless the command's --progress asks for some."""
 
 
 def _error(message: str) -> None:
@@ -77,6 +91,8 @@ def _progress(mode: Optional[str], quiet: bool, as_json: bool):
 
 def _finish(report, workspace: Path, progress=None, as_json: bool = False) -> None:
     """The run's last line (or with --json its report), and its exit code (`RunStatus.exit_code`: by run status)."""
+    log.info("run %s after %d/%d loops%s", report.status, report.loops_finished, report.target_loops,
+             f": {report.error}" if report.error else "")
     if as_json or progress is not None and progress.wants_report:
         from .runreport import run_report
         data = run_report(report, workspace)

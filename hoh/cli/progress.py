@@ -122,14 +122,18 @@ class LiveProgress:
     def __rich__(self) -> Table:
         """The live line, drawn on rich's refresh thread: it polls the running attempt's events."""
         line = Table.grid(padding=(0, 1))
-        line.add_row(self.spinner, self.status_line())
+        try:
+            text = self.status_line()
+        except Exception:  # noqa: BLE001 - rich's refresh thread must not die on a figure it could not make
+            text = Text(f"loop {self.loop}/{self.target}")
+        line.add_row(self.spinner, text)
         return line
 
     def status_line(self) -> Text:
         where = f"loop {self.loop}/{self.target}"
         role = self.role
         if role is None:
-            return Text(f"{where} · hoh · {clock(time.monotonic() - self.idle_since)}")
+            return Text(f"{where} · hoh, between roles · {clock(time.monotonic() - self.idle_since)}")
         try:
             usage, tools, last = role.live()
         except Exception:  # noqa: BLE001 - the live line must never take the run down
