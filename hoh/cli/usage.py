@@ -30,9 +30,10 @@ def metavar_of(param) -> str:
         return name
     described = getattr(param, "type_descriptor", None)
     annotation = getattr(described, "annotation", None)
-    if getattr(described, "is_path", False) or annotation is Path:
+    kind = getattr(getattr(param, "type", None), "name", "")  # typer releases that keep click's types
+    if getattr(described, "is_path", False) or annotation is Path or kind == "path":
         return "PATH"
-    if annotation in (int, float) or getattr(described, "is_ranged", False):
+    if annotation in (int, float) or getattr(described, "is_ranged", False) or kind.startswith(("integer", "float")):
         return "N"
     longs = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
     return longs[0].removeprefix("--").upper() if longs else name
