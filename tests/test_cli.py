@@ -185,7 +185,7 @@ def test_build_help_shows_the_defaults_of_harness_and_loops():
     assert "Usage: hoh build [OPTIONS] SPEC" in shown
     assert "required unless --config names one (`hoh doctor` lists them). [default: (none)]" in shown
     assert f"[default: ({DEFAULT_LOOPS}, or the --config's loops)]" in shown
-    assert "[default: hoh-work]" in shown and "--progress MODE" in shown and "--json" in shown
+    assert "[default: hoh-work]" in shown and "--progress [auto|live|lines|json|none]" in shown and "--json" in shown
 
 
 def test_exit_codes_in_help_are_exactly_the_codes_hoh_exits_with():

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from hoh.cli import progress as progress_mod
 from hoh.cli import tail as tail_mod
-from hoh.cli.progress import LiveProgress, ProgressMode
+from hoh.cli.options import ProgressMode
+from hoh.cli.progress import LiveProgress
 from hoh.cli.tail import LINE_LIMIT, EventsTail
 from hoh.config import HarnessConfig
 from hoh.harness import registry
@@ -146,7 +147,7 @@ def test_the_live_line_shows_the_roles_own_clock_tokens_cost_and_last_tool(tmp_p
     events.write_text('{"type": "tool", "name": "write", "path": "calc.py"}\n'
                       '{"type": "usage", "input_tokens": 1000, "output_tokens": 234, "cost_usd": 0.0125}\n')
     line = progress.status_line().plain
-    assert line == ("loop 2/5 · developer · 0:00:09 · 1,234 tokens · $0.0125 · 1 tool calls · last: write calc.py")
+    assert line == "loop 2/5 · developer · 0:00:09 · 1,234 tokens · $0.0125 · 1 tool calls · last: write calc.py"
     progress("attempt_done", role="developer", loop=2, attempt=1, ok=False, outcome="ok", seconds=9.0,
              usage=Usage(1000, 0, 234, 0, 0.0125), tool_calls=1, errors=["missing field 'summary'"])
     progress("attempt", role="developer", loop=2, attempt=2, events=tmp_path / "attempt-2.jsonl", adapter=harness)
@@ -220,4 +221,4 @@ def test_resume_json_alone_has_no_progress_and_reports_the_exit_code(tmp_path):
     report = json.loads(result.stdout)
     assert report["loops_finished"] == 2 and [loop["loop"] for loop in report["loops"]] == [1, 2]
     bad = run_hoh("resume", "-w", ws, "--progress", "loud")
-    assert bad.returncode == 2 and "--progress 'loud' is not one of: auto, live, lines, json, none" in bad.stderr
+    assert bad.returncode == 2 and "'loud' is not one of 'auto', 'live', 'lines', 'json', 'none'" in bad.stderr

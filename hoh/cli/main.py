@@ -16,7 +16,8 @@ from ..errors import HohError
 from ..statuses import RunStatus
 from . import bench as bench_cli
 from .console import err, out
-from .options import BUILD_DEFAULT, EXIT_CODES, JSON_HELP, PROGRESS_HELP, setup_logging, workspace_option
+from .options import (BUILD_DEFAULT, EXIT_CODES, JSON_HELP, PROGRESS_HELP, PROGRESS_METAVAR, ProgressMode,
+                      setup_logging, workspace_option)
 from .usage import UsageCommand
 
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
@@ -74,19 +75,13 @@ def _error(message: str) -> None:
     print(f"hoh: {message}", file=sys.stderr, flush=True)
 
 
-def _progress(mode: Optional[str], quiet: bool, as_json: bool):
+def _progress(mode: Optional[ProgressMode], quiet: bool, as_json: bool):
     """The progress of a build or resume: --progress as given; else none with -q (hoh's or the command's) or
     --json (stdout is the one JSON document; progress is on stderr anyway); else auto."""
-    from .progress import LiveProgress, ProgressMode
+    from .progress import LiveProgress
     if mode is None:
-        chosen = ProgressMode.NONE if quiet or QUIET or as_json else ProgressMode.AUTO
-    else:
-        try:
-            chosen = ProgressMode(mode)
-        except ValueError:
-            from ..errors import UsageError
-            raise UsageError(f"--progress {mode!r} is not one of: {', '.join(m.value for m in ProgressMode)}") from None
-    return LiveProgress(err(), chosen)
+        mode = ProgressMode.NONE if quiet or QUIET or as_json else ProgressMode.AUTO
+    return LiveProgress(err(), mode)
 
 
 def _finish(report, workspace: Path, progress=None, as_json: bool = False) -> None:
@@ -163,8 +158,8 @@ def build(
     force: bool = typer.Option(False, "--force", help="Replace a workspace that belongs to another spec "
                                "(the old one is kept as WORKSPACE.replaced-N).", rich_help_panel="Run"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (--progress none).", rich_help_panel="Run"),
-    progress_mode: Optional[str] = typer.Option(None, "--progress", metavar="MODE", help=PROGRESS_HELP,
-                                                show_default="auto", rich_help_panel="Run"),
+    progress_mode: Optional[ProgressMode] = typer.Option(None, "--progress", help=PROGRESS_HELP, show_default="auto",
+                                                         metavar=PROGRESS_METAVAR, rich_help_panel="Run"),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Run"),
 ) -> None:
     """Start a new project from SPEC and run its loops."""
@@ -189,8 +184,8 @@ def resume(
     set_: list[str] = typer.Option([], "--set", help="Change a setting in the workspace's hoh.yaml first: "
                                    "key.sub=value (repeatable), e.g. budget.cost_usd=20."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (--progress none)."),
-    progress_mode: Optional[str] = typer.Option(None, "--progress", metavar="MODE", help=PROGRESS_HELP,
-                                                show_default="auto"),
+    progress_mode: Optional[ProgressMode] = typer.Option(None, "--progress", help=PROGRESS_HELP, show_default="auto",
+                                                         metavar=PROGRESS_METAVAR),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 BUILD_DEFAULT = Path("hoh-work")
 """`hoh build`'s workspace when no -w is given; the other commands find it too."""
@@ -47,6 +51,24 @@ def workspace_option(**extra) -> Optional[Path]:
     """-w DIR of every command that reads or continues a workspace; absent, it is found (`find_workspace`)."""
     return typer.Option(None, "--workspace", "-w", help=WS_HELP, callback=_workspace, show_default=False, **extra)
 
+
+class ProgressMode(StrEnum):
+    """`--progress`: how a build or resume reports while it runs (always on stderr)."""
+
+    AUTO = "auto"
+    """live on a terminal, lines otherwise."""
+    LIVE = "live"
+    LINES = "lines"
+    JSON = "json"
+    NONE = "none"
+
+    def resolve(self, console: "Console") -> "ProgressMode":
+        if self is ProgressMode.AUTO:
+            return ProgressMode.LIVE if console.is_terminal else ProgressMode.LINES
+        return self
+
+
+PROGRESS_METAVAR = "[" + "|".join(ProgressMode) + "]"
 
 PROGRESS_HELP = ("How the run reports while it goes, on stderr: auto (live on a terminal, else lines), live, "
                  "lines (one per role attempt's start and end), json (one object per line), none.")

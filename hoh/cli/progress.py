@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +23,13 @@ from rich.text import Text
 
 from ..harness.attempt import tool_label
 from ..usage import Usage
+from .options import ProgressMode
 from .tail import EventsTail, LiveFigures
 
 log = logging.getLogger("hoh.run")
 
 JSON_SCHEMA_VERSION = 1
 """`v` of every `--progress json` line; a field is only ever added within one version."""
-
-
-class ProgressMode(StrEnum):
-    """`--progress`: how a build or resume reports while it runs (always on stderr)."""
-
-    AUTO = "auto"
-    """live on a terminal, lines otherwise."""
-    LIVE = "live"
-    LINES = "lines"
-    JSON = "json"
-    NONE = "none"
-
-    def resolve(self, console: Console) -> "ProgressMode":
-        if self is ProgressMode.AUTO:
-            return ProgressMode.LIVE if console.is_terminal else ProgressMode.LINES
-        return self
 
 
 @dataclass

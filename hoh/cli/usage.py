@@ -52,7 +52,9 @@ class UsageCommand(TyperCommand):
         super().__init__(*args, **kwargs)
         for param in self.params:
             flag = getattr(param, "is_flag", False) or getattr(param, "count", False)
-            if param.metavar is None and not flag:
+            choice = getattr(getattr(param, "type_descriptor", None), "is_choice", False) or hasattr(
+                getattr(param, "type", None), "choices")
+            if param.metavar is None and not flag and not choice:  # a choice shows its choices
                 param.metavar = metavar_of(param)
             if getattr(param, "param_type_name", "") == "argument":
                 param.get_help_record = _name_only(param.get_help_record)
