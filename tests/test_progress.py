@@ -222,3 +222,41 @@ def test_resume_json_alone_has_no_progress_and_reports_the_exit_code(tmp_path):
     assert report["loops_finished"] == 2 and [loop["loop"] for loop in report["loops"]] == [1, 2]
     bad = run_hoh("resume", "-w", ws, "--progress", "loud")
     assert bad.returncode == 2 and "'loud' is not one of 'auto', 'live', 'lines', 'json', 'none'" in bad.stderr
+
+
+def test_on_a_terminal_the_live_line_follows_the_running_role(tmp_path):
+    """The real CLI on a pseudo-terminal: its live line names the running role with the role's own clock,
+    and the tail shows a tool call the role made while it was still running."""
+    import pty
+    import re
+    import select
+    import subprocess
+    import sys
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "COLUMNS": "250", "LINES": "50", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(DEMO / "spec.md"), "--harness", "scripted",
+                             "--loops", "1", "-w", str(tmp_path / "ws")], stdin=subprocess.DEVNULL, stdout=secondary,
+                            stderr=secondary, env=env)
+    os.close(secondary)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([primary], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=60) == 0
+    os.close(primary)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", b"".join(chunks).decode("utf-8", "replace")).replace("\r", "\n")
+    frames = [line.strip() for line in screen.splitlines() if "tool calls" in line]
+    assert any(re.search(r"loop 1/1 · developer · 0:00:0\d · [\d,]+ tokens · cost unknown · \d+ tool calls", f)
+               for f in frames), frames
+    assert any(" · last: " in f for f in frames), frames
+    assert not any("loop 0/0" in f for f in screen.splitlines())  # before the first loop it says it is starting
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode("utf-8", "replace"))
+    assert "loop 1/1 · qa · attempt 1 · ok · " in plain and "finished 1/1 loops" in plain

@@ -117,7 +117,8 @@ class LiveProgress:
         where = f"loop {self.loop}/{self.target}"
         role = self.role
         if role is None:
-            return Text(f"{where} · hoh, between roles · {clock(time.monotonic() - self.idle_since)}")
+            doing = "hoh, between roles" if self.loop else "starting"
+            return Text(f"{where if self.loop else 'hoh'} · {doing} · {clock(time.monotonic() - self.idle_since)}")
         try:
             usage, tools, last = role.live()
         except Exception:  # noqa: BLE001 - the live line must never take the run down
