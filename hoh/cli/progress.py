@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -25,6 +25,9 @@ from ..harness.attempt import tool_label
 from ..usage import Usage
 from .options import ProgressMode
 from .tail import EventsTail, LiveFigures
+
+if TYPE_CHECKING:
+    from ..harness.base import HarnessAdapter
 
 log = logging.getLogger("hoh.run")
 
@@ -46,7 +49,7 @@ class RunningRole:
     tools: int = 0
     last_tool: str | None = None
     tail: EventsTail | None = None
-    adapter: Any = None
+    adapter: "HarnessAdapter | None" = None
 
     def live(self) -> tuple[Usage, int, str | None]:
         """Usage, tool calls and last tool call so far, the attempt in flight included."""
@@ -75,9 +78,7 @@ class LiveProgress:
     Warnings, a stop being made and a pause for a usage limit are shown in every mode but json, where they
     are JSON lines too."""
 
-    def __init__(self, console: Console, mode: ProgressMode | bool = ProgressMode.AUTO):
-        if isinstance(mode, bool):  # the older `quiet` flag
-            mode = ProgressMode.NONE if mode else ProgressMode.AUTO
+    def __init__(self, console: Console, mode: ProgressMode = ProgressMode.AUTO):
         self.console, self.mode = console, mode.resolve(console)
         self.loop, self.target = 0, 0
         self.loop_usage = Usage()
@@ -171,7 +172,7 @@ class LiveProgress:
     def on_role(self, role: str, loop: int, **_: Any) -> None:
         self.role = RunningRole(role, loop)
 
-    def on_attempt(self, role: str, loop: int, attempt: int, events: Path | None = None, adapter: Any = None,
+    def on_attempt(self, role: str, loop: int, attempt: int, events: Path | None = None, adapter: "HarnessAdapter | None" = None,
                    **_: Any) -> None:
         if self.role is None or (self.role.role, self.role.loop) != (role, loop):
             self.role = RunningRole(role, loop)
