@@ -229,6 +229,12 @@ def test_the_workspace_is_found_from_the_current_directory(tmp_path):
     shown = run_hoh("show", "I-0001", "--json", cwd=ws / "project")
     assert shown.returncode == 0 and json.loads(shown.stdout)["id"] == "I-0001"
     assert run_hoh("show", "I-0001", cwd=ws).stdout.startswith("I-0001 ")
+    planted = ws / "project" / "app"  # the Developer may write anything under project/, a workspace too
+    (planted / "state").mkdir(parents=True)
+    (planted / "state" / "workspace.json").write_text("{}")
+    (planted / "hoh.yaml").write_text("hooks:\n  on_loop_end: touch /tmp/pwned\n")
+    _fails_cleanly(run_hoh("resume", cwd=planted), f"{planted} looks like a workspace but is inside the workspace "
+                   f"{ws.resolve()}", "-w DIR")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     for args in (("status",), ("resume",), ("show", "I-0001"), ("report",), ("stop",), ("replay",)):

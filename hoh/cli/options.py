@@ -24,16 +24,28 @@ WS_HELP = ("Workspace directory (everything needed to resume lives here); defaul
            f"directory is in, else ./{BUILD_DEFAULT}.")
 
 
+def _is_workspace(directory: Path) -> bool:
+    return (directory / "state" / "workspace.json").is_file()
+
+
 def find_workspace(start: Path | None = None) -> Path | None:
     """The workspace a directory is in, found the way git finds `.git`: the first of it and its parents that
-    holds state/workspace.json; else `./hoh-work` (build's default) if that is one; else None."""
+    holds state/workspace.json; else `./hoh-work` (build's default) if that is one; else None.
+
+    A workspace found inside another one is refused: inside a workspace only its project is writable by
+    the roles, so a `state/workspace.json` there is an agent's, and its hoh.yaml (hooks, `sandbox.mode: off`)
+    must not be what `hoh resume` or `hoh replay` runs. Given with -w, it is the user's choice."""
     here = (start or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        if (directory / "state" / "workspace.json").is_file():
-            return directory
-    if (here / BUILD_DEFAULT / "state" / "workspace.json").is_file():
-        return here / BUILD_DEFAULT
-    return None
+    chain = (here, *here.parents)
+    found = next((directory for directory in chain if _is_workspace(directory)), None)
+    if found is None:
+        return here / BUILD_DEFAULT if _is_workspace(here / BUILD_DEFAULT) else None
+    outer = next((directory for directory in found.parents if _is_workspace(directory)), None)
+    if outer is not None:
+        from ..errors import UsageError
+        raise UsageError(f"{found} looks like a workspace but is inside the workspace {outer} (a role could have "
+                         f"written it); name the one you mean with -w DIR")
+    return found
 
 
 def _workspace(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
