@@ -161,3 +161,102 @@ def test_version_and_short_help():
     for argv in (("-h",), ("status", "-h"), ("bench", "-h"), ("replay", "-h")):
         result = run_hoh(*argv)
         assert result.returncode == 0 and result.stdout.startswith("Usage: "), (argv, result.stdout, result.stderr)
+
+
+ALL_COMMANDS = ["build", "resume", "stop", "status", "show", "report", "replay", "doctor", "mock-llm",
+                "bench run", "bench check", "bench report", "bench list"]
+
+
+@pytest.mark.parametrize("command", ALL_COMMANDS)
+def test_help_names_every_value_by_what_it_is(command):
+    """No Python type as a metavar (`<path>`, `<list[str]>`, `<int range>`) and no `{spec}`."""
+    import re
+    result = run_hoh(*command.split(), "--help")
+    assert result.returncode == 0, result.stderr
+    assert not re.search(r"<[a-z][^>]*>|\{[A-Za-z-]+\}", result.stdout), result.stdout
+    assert "--set KEY=VALUE" in result.stdout or "--set" not in result.stdout
+
+
+def test_build_help_shows_the_defaults_of_harness_and_loops():
+    from hoh.cli.main import DEFAULT_LOOPS
+    from hoh.config import HohConfig
+    assert DEFAULT_LOOPS == HohConfig().loops
+    shown = " ".join(run_hoh("build", "--help").stdout.split())
+    assert "Usage: hoh build [OPTIONS] SPEC" in shown
+    assert "required unless --config names one (`hoh doctor` lists them). [default: (none)]" in shown
+    assert f"[default: ({DEFAULT_LOOPS}, or the --config's loops)]" in shown
+    assert "[default: hoh-work]" in shown and "--progress [auto|live|lines|json|none]" in shown and "--json" in shown
+
+
+def test_exit_codes_in_help_are_exactly_the_codes_hoh_exits_with():
+    """The epilog's table against what the code raises: run statuses, hoh's errors, usage errors (2),
+    a failed check (1) and a second Ctrl-C (130)."""
+    import re
+
+    from hoh import errors
+    from hoh.statuses import RunStatus
+    text = run_hoh("--help").stdout
+    listed = {int(code) for code in re.findall(r"^\s+(\d+)\s{2,}", text.split("Exit codes:")[1], re.M)}
+    classes = [errors.HohError, *errors.HohError.__subclasses__()]
+    while len(classes) != len(set(classes)) or any(set(c.__subclasses__()) - set(classes) for c in classes):
+        classes = list({*classes, *(s for c in classes for s in c.__subclasses__())})
+    used = {s.exit_code for s in RunStatus} | {c.exit_code for c in classes if hasattr(c, "exit_code")} | {2, 130}
+    assert listed == used == {0, 1, 2, 3, 4, 5, 130}
+    for status in RunStatus:
+        if status.exit_code not in (0, 1):
+            assert re.search(rf"^\s+{status.exit_code}\s+{status.value}", text, re.M), status
+
+
+def test_shell_completion_is_on():
+    import os
+    import subprocess
+    import sys
+    shown = run_hoh("--show-completion", "bash")
+    assert shown.returncode == 0 and "_HOH_COMPLETE" in shown.stdout.upper()
+    env = {**os.environ, "_HOH_COMPLETE": "complete_bash", "COMP_WORDS": "hoh build --prog", "COMP_CWORD": "2"}
+    completed = subprocess.run([sys.executable, "-c", "from hoh.cli.main import app; app(prog_name='hoh')"],
+                               env=env, capture_output=True, text=True, timeout=60)
+    assert completed.stdout.split() == ["--progress"], completed.stderr
+
+
+def test_the_workspace_is_found_from_the_current_directory(tmp_path):
+    ws = tmp_path / "hoh-work"
+    built = run_hoh("build", DEMO / "spec.md", "--loops", "1", "-q", cwd=tmp_path)  # build's default: ./hoh-work
+    assert built.returncode == 0, built.stderr
+    for cwd in (tmp_path, ws, ws / "project", ws / "state" / "loops"):
+        status = run_hoh("status", "--json", cwd=cwd)
+        assert status.returncode == 0 and json.loads(status.stdout)["workspace"] == str(ws.resolve()), (cwd, status)
+    shown = run_hoh("show", "I-0001", "--json", cwd=ws / "project")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["id"] == "I-0001"
+    assert run_hoh("show", "I-0001", cwd=ws).stdout.startswith("I-0001 ")
+    planted = ws / "project" / "app"  # the Developer may write anything under project/, a workspace too
+    (planted / "state").mkdir(parents=True)
+    (planted / "state" / "workspace.json").write_text("{}")
+    (planted / "hoh.yaml").write_text("hooks:\n  on_loop_end: touch /tmp/pwned\n")
+    _fails_cleanly(run_hoh("resume", cwd=planted), f"{planted} looks like a workspace but is inside the workspace "
+                   f"{ws.resolve()}", "-w DIR")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for args in (("status",), ("resume",), ("show", "I-0001"), ("report",), ("stop",), ("replay",)):
+        _fails_cleanly(run_hoh(*args, cwd=elsewhere), "no hoh workspace here", "give one with -w DIR")
+
+
+def test_verbose_logs_to_stderr_quiet_silences_and_a_bad_log_file_is_one_line(tmp_path):
+    ws = tmp_path / "ws"
+    loud = run_hoh("-v", "build", DEMO / "spec.md", "--harness", "scripted", "--loops", "1", "-w", ws,
+                   "--progress", "none")
+    assert loud.returncode == 0, loud.stderr
+    assert "hoh: loop 1/1 · qa · attempt 1 · started" in loud.stderr and "hoh: loop 1 finished: pass" in loud.stderr
+    quiet = run_hoh("-q", "resume", "-w", ws, "--loops", "1")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    _fails_cleanly(run_hoh("--log-file", tmp_path / "no" / "such" / "dir.log", "status", "-w", ws),
+                   "cannot write the log file")
+
+
+def test_the_log_keeps_the_command_line_but_not_an_agent_variables_value(tmp_path):
+    from hoh.cli.main import _loggable
+    assert _loggable(["bench", "run", "s", "--ae", "KEY=hunter2", "--ae=K2=x", "--ae", "NAME", "--set", "a=b"]) == \
+        ["bench", "run", "s", "--ae", "KEY=…", "--ae=K2=…", "--ae", "NAME", "--set", "a=b"]
+    log = tmp_path / "hoh.log"
+    assert run_hoh("--log-file", log, "status", "-w", tmp_path).returncode == 2
+    assert f"hoh --log-file {log} status -w {tmp_path}" in log.read_text()

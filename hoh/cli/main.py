@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -15,14 +16,17 @@ from ..errors import HohError
 from ..statuses import RunStatus
 from . import bench as bench_cli
 from .console import err, out
+from .options import (BUILD_DEFAULT, EXIT_CODES, JSON_HELP, PROGRESS_HELP, PROGRESS_METAVAR, ProgressMode,
+                      setup_logging, workspace_option)
 from .usage import UsageCommand
 
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
 # them, so `hoh --help` and `hoh status` load only what they need.
 
+log = logging.getLogger("hoh.cli")
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  rich_markup_mode=None, context_settings=HELP_OPTIONS,
+app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, context_settings=HELP_OPTIONS, epilog=EXIT_CODES,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
 app.add_typer(bench_cli.app, name="bench", context_settings=HELP_OPTIONS)
 
@@ -36,10 +40,34 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                          help="Print hoh's version and exit.")) -> None:
+                                          help="Print hoh's version and exit."),
+             verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False,
+                                         help="Log what hoh does to stderr (-vv: in detail)."),
+             quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr, no progress."),
+             log_file: Optional[Path] = typer.Option(None, "--log-file", metavar="PATH",
+                                                     help="Append a log of what hoh does to this file.")) -> None:
     """Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops."""
+    setup_logging(verbose, quiet, log_file)
+    global QUIET
+    QUIET = quiet
+    log.info("hoh %s (pid %d, in %s)", " ".join(_loggable(sys.argv[1:])), os.getpid(), os.getcwd())
 
-WS_HELP = "Workspace directory (everything needed to resume lives here)."
+
+def _loggable(argv: list[str]) -> list[str]:
+    """The command line as the log keeps it: a value given to an agent (`--ae NAME=VALUE`) may be a secret."""
+    kept = []
+    for n, arg in enumerate(argv):
+        after_ae = n > 0 and argv[n - 1] == "--ae"
+        if (after_ae or arg.startswith("--ae=")) and "=" in arg.removeprefix("--ae="):
+            arg = arg[: arg.index("=", len("--ae=") if arg.startswith("--ae=") else 0) + 1] + "…"
+        kept.append(arg)
+    return kept
+
+
+DEFAULT_LOOPS = 3
+"""`HohConfig.loops`'s default, spelt here so `hoh --help` imports no pydantic (a test keeps the two equal)."""
+QUIET = False
+"""`hoh -q`: no progress unless the command's --progress asks for some."""
 
 
 def _error(message: str) -> None:
@@ -47,8 +75,29 @@ def _error(message: str) -> None:
     print(f"hoh: {message}", file=sys.stderr, flush=True)
 
 
-def _finish(report, workspace: Path) -> None:
-    """The run's last line, and its exit code (`RunStatus.exit_code`: by run status)."""
+def _progress(mode: Optional[ProgressMode], quiet: bool, as_json: bool):
+    """The progress of a build or resume: --progress as given; else none with -q (hoh's or the command's) or
+    --json (stdout is the one JSON document; progress is on stderr anyway); else auto."""
+    from .progress import LiveProgress
+    if mode is None:
+        mode = ProgressMode.NONE if quiet or QUIET or as_json else ProgressMode.AUTO
+    return LiveProgress(err(), mode)
+
+
+def _finish(report, workspace: Path, progress=None, as_json: bool = False) -> None:
+    """The run's last line (or with --json its report), and its exit code (`RunStatus.exit_code`: by run status)."""
+    log.info("run %s after %d/%d loops%s", report.status, report.loops_finished, report.target_loops,
+             f": {report.error}" if report.error else "")
+    if as_json or progress is not None and progress.wants_report:
+        from .runreport import run_report
+        data = run_report(report, workspace)
+        if progress is not None:
+            progress.finished(data)
+        if as_json:
+            print(json.dumps(data, indent=2), flush=True)
+            if code := report.status.exit_code:
+                raise typer.Exit(code)
+            return
     done = f"{report.loops_finished}/{report.target_loops} loops"
     if report.status is RunStatus.FINISHED:
         out().print(f"finished {done} · hoh status -w {workspace}")
@@ -87,14 +136,17 @@ def build(
     spec: Path = typer.Argument(..., help="The product spec, a Markdown file."),
     harness: Optional[str] = typer.Option(None, "--harness", "-H", help="Harness CLI to drive: codex, opencode, pi, "
                                           "claude, scripted (model-free) or package.module:Class; required unless "
-                                          "--config names one (`hoh doctor` lists them).", rich_help_panel="Harness"),
+                                          "--config names one (`hoh doctor` lists them).", rich_help_panel="Harness",
+                                          show_default="none"),
     model: Optional[str] = typer.Option(None, help="Model name for the harness.", rich_help_panel="Harness"),
     base_url: Optional[str] = typer.Option(None, help="Model endpoint (OpenAI-compatible; Anthropic for claude).",
                                            rich_help_panel="Harness"),
     api_key_env: Optional[str] = typer.Option(None, help="Env var holding the endpoint's API key.",
                                               rich_help_panel="Harness"),
-    loops: Optional[int] = typer.Option(None, "--loops", "-n", help="Number of loops to run.", rich_help_panel="Run"),
-    workspace: Path = typer.Option(Path("hoh-work"), "--workspace", "-w", help=WS_HELP, rich_help_panel="Run"),
+    loops: Optional[int] = typer.Option(None, "--loops", "-n", help="Number of loops to run.", rich_help_panel="Run",
+                                        show_default=f"{DEFAULT_LOOPS}, or the --config's loops"),
+    workspace: Path = typer.Option(BUILD_DEFAULT, "--workspace", "-w", rich_help_panel="Run",
+                                   help="Workspace directory to make (everything needed to resume lives here)."),
     project: Optional[Path] = typer.Option(None, "--project", help="An existing project directory to work on "
                                            "(its files, with or without git history, are loop 1's start); by "
                                            "default a new empty project inside the workspace.", rich_help_panel="Run"),
@@ -111,46 +163,50 @@ def build(
                                                   rich_help_panel="Environment"),
     force: bool = typer.Option(False, "--force", help="Replace a workspace that belongs to another spec "
                                "(the old one is kept as WORKSPACE.replaced-N).", rich_help_panel="Run"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress.", rich_help_panel="Run"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (--progress none).", rich_help_panel="Run"),
+    progress_mode: Optional[ProgressMode] = typer.Option(None, "--progress", help=PROGRESS_HELP, show_default="auto",
+                                                         metavar=PROGRESS_METAVAR, rich_help_panel="Run"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP, rich_help_panel="Run"),
 ) -> None:
     """Start a new project from SPEC and run its loops."""
     from .. import api
     from ..config import HohConfig, apply_overrides, load_config
-    from .progress import LiveProgress
     _check_loops(loops)
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops, "environment.name": env,
                                        "environment.image": env_image,
                                        "environment.dockerfile": str(env_dockerfile) if env_dockerfile else None})
-    with LiveProgress(err(), quiet) as progress:
+    with _progress(progress_mode, quiet, as_json) as progress:
         _graceful(progress, workspace)
         report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
-    _finish(report, workspace)
+    _finish(report, workspace, progress, as_json)
 
 
 @app.command(cls=UsageCommand)
 def resume(
-    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    workspace: Path = workspace_option(),
     loops: Optional[int] = typer.Option(None, "--loops", "-n",
                                         help="Run this many more loops past the last finished one."),
     set_: list[str] = typer.Option([], "--set", help="Change a setting in the workspace's hoh.yaml first: "
                                    "key.sub=value (repeatable), e.g. budget.cost_usd=20."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (--progress none)."),
+    progress_mode: Optional[ProgressMode] = typer.Option(None, "--progress", help=PROGRESS_HELP, show_default="auto",
+                                                         metavar=PROGRESS_METAVAR),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Continue a run from its workspace: finish an interrupted loop, then the remaining ones."""
     from .. import api
-    from .progress import LiveProgress
     _check_loops(loops)
-    with LiveProgress(err(), quiet) as progress:
+    with _progress(progress_mode, quiet, as_json) as progress:
         _graceful(progress, workspace)
         report = api.resume(workspace, more_loops=loops, notify=progress, overrides=set_)
-    if report.nothing_to_do:
+    if report.nothing_to_do and not as_json:
         ws = workspace.expanduser().resolve()
         out().print(f"the run in {ws} is already {report.status} ({report.loops_finished}/{report.target_loops} "
                     f"loops); nothing to resume · to run more loops: hoh resume -w {ws} --loops N", soft_wrap=True)
         return
-    _finish(report, workspace)
+    _finish(report, workspace, progress, as_json)
 
 
 def _check_loops(loops: int | None) -> None:
@@ -161,7 +217,7 @@ def _check_loops(loops: int | None) -> None:
 
 @app.command(cls=UsageCommand)
 def stop(
-    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    workspace: Path = workspace_option(),
     wait: bool = typer.Option(False, "--wait", help="Return only once that hoh has stopped."),
 ) -> None:
     """Ask the hoh running in a workspace to stop after its current role attempt (hoh resume continues)."""
@@ -178,8 +234,9 @@ def stop(
 
 @app.command(cls=UsageCommand)
 def note(
-    text: str = typer.Argument(..., help="What the next loop's Planner should know, e.g. \"fix I-0002 first\"."),
-    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    text: str = typer.Argument(..., help="What the next loop's Planner should know, e.g. \"fix I-0002 first\".",
+                               metavar="TEXT"),
+    workspace: Path = workspace_option(),
 ) -> None:
     """Leave a note for the next loop's Planner (a live run takes it when its next loop starts planning)."""
     from .. import api
@@ -194,7 +251,7 @@ def note(
 
 @app.command(cls=UsageCommand)
 def status(
-    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    workspace: Path = workspace_option(),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     verify: bool = typer.Option(False, "--verify", help="Re-hash everything finished loops left and report any "
                                 "tampering (exit 1)."),
@@ -227,17 +284,22 @@ def status(
 @app.command(cls=UsageCommand)
 def show(
     issue_id: str = typer.Argument(..., help="An issue id (I-0001) or a verified-behaviour id (V-0001)."),
-    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    workspace: Path = workspace_option(),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output: the item as the ledger has it."),
 ) -> None:
     """Print one issue or verified behaviour with its whole history."""
     from .. import api
     from .status import show_issue
-    show_issue(out(), api.ledger_item(workspace, issue_id))
+    item = api.ledger_item(workspace, issue_id)
+    if as_json:
+        print(json.dumps(item, indent=2))
+    else:
+        show_issue(out(), item)
 
 
 @app.command(cls=UsageCommand)
 def report(
-    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    workspace: Path = workspace_option(),
     output: Optional[Path] = typer.Option(None, "--output", "-o",
                                           help="The HTML file to write (default: WORKSPACE/report.html)."),
 ) -> None:
@@ -251,7 +313,7 @@ def report(
 
 @app.command("replay", cls=UsageCommand)
 def replay_checks(
-    workspace: Path = typer.Option(..., "--workspace", "-w", help=WS_HELP),
+    workspace: Path = workspace_option(),
     loop: Optional[int] = typer.Option(None, "--loop", min=1, help="Replay on this loop's candidate "
                                        "(default: the last finished loop's)."),
     bisect: Optional[str] = typer.Option(None, "--bisect", metavar="CHECK", help="Find the first loop whose "
@@ -325,7 +387,7 @@ def main() -> None:
     # exit 130, with no import of click here: recent typer releases vendor it. hoh's own errors
     # pass through to be printed as one line.
     try:
-        app(standalone_mode=True)
+        app(standalone_mode=True, prog_name="hoh")  # `python -m hoh` too: its usage and completion are hoh's
     except HohError as e:
         _error(str(e))
         sys.exit(e.exit_code)

@@ -145,6 +145,8 @@ class ParsedRun:
     """Set when the events themselves report a failure (pi exits 0 on model errors)."""
     denials: list[dict[str, str]] = field(default_factory=list)
     """Tool calls the CLI's own permission layer refused: `tool`, `target` (path or command), `reason`."""
+    last_tool: str | None = None
+    """The last tool call as `name target` (`tool_label`), for live progress."""
 
 
 @dataclass
@@ -190,3 +192,25 @@ def json_events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(event, dict):
             yield event
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]+")
+
+
+def tool_label(name: Any, target: Any = "", limit: int = 80) -> str:
+    """A tool call in one short printable line: `write calc.py`. Both parts come from the agent's stream, so
+    control and bidi characters (a terminal escape, a carriage return that hides the line) become spaces and
+    the result is cut to `limit` characters."""
+    text = f"{name if isinstance(name, str) else ''} {target if isinstance(target, str) else ''}"
+    text = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def input_target(tool_input: Any) -> str:
+    """What a tool call's input aims at (its path or command), whichever key the CLI names it by."""
+    if not isinstance(tool_input, dict):
+        return ""
+    for key in ("file_path", "filePath", "path", "command", "cmd", "pattern", "url"):
+        if isinstance(tool_input.get(key), str):
+            return tool_input[key]
+    return ""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import HarnessUnavailable
+from .attempt import tool_label
 from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, HarnessResult, Outcome, ParsedRun,
                    RoleRequest, Usage, compile_patterns, copy_credentials, json_events)
 from .executor import LOCAL, Executor
@@ -190,6 +191,7 @@ class ClaudeAdapter(HarnessAdapter):
                     if isinstance(block, dict) and block.get("type") == "tool_use":
                         parsed.tool_calls += 1
                         targets[str(block.get("id"))] = target_of(block.get("input"))
+                        parsed.last_tool = tool_label(block.get("name"), targets[str(block.get("id"))])
                 if message.get("id") and message.get("model") != "<synthetic>":
                     started[message["id"]] = usage_of(message.get("usage") or {})
             elif kind == "system" and subtype == "permission_denied":

@@ -13,11 +13,16 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from .attempt import tool_label
 from .base import (QUOTA_PATTERN, Capabilities, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage,
                    compile_patterns, copy_credentials, json_events)
 from .process import call
 
 PROVIDER = "hoh"
+
+
+CODEX_TOOLS = {"command_execution": "shell", "file_change": "edit", "mcp_tool_call": "mcp"}
+"""How a Codex item type reads in live progress."""
 
 
 class CodexAdapter(HarnessAdapter):
@@ -109,6 +114,10 @@ class CodexAdapter(HarnessAdapter):
                 parsed.final_message = item.get("text")
             elif kind == "item.completed" and item.get("type") in ("command_execution", "file_change", "mcp_tool_call"):
                 parsed.tool_calls += 1
+                changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+                target = item.get("command") or item.get("tool") or next(
+                    (c.get("path") for c in changes if isinstance(c, dict)), "")
+                parsed.last_tool = tool_label(CODEX_TOOLS.get(str(item.get("type")), "tool"), target)
             elif kind == "turn.completed":
                 u = event.get("usage") or {}
                 parsed.usage = parsed.usage + (Usage(u.get("input_tokens", 0), u.get("cached_input_tokens", 0),

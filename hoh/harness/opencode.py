@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
+from .attempt import input_target, tool_label
 from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
                    Usage, compile_patterns, copy_credentials, json_events)
 
@@ -115,6 +116,8 @@ class OpenCodeAdapter(HarnessAdapter):
                 parsed.final_message = part["text"]
             elif kind == "tool_use":
                 parsed.tool_calls += 1
+                state = part.get("state") if isinstance(part.get("state"), dict) else {}
+                parsed.last_tool = tool_label(part.get("tool"), input_target(state.get("input")))
             elif kind == "step_finish":
                 tokens = part.get("tokens") or {}
                 cache = tokens.get("cache") or {}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..fsutil import atomic_write_json
+from .attempt import input_target, tool_label
 from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
                    Usage, compile_patterns, copy_credentials, json_events)
 from .egress_policy import PLACEHOLDER_KEY
@@ -98,6 +99,8 @@ class PiAdapter(HarnessAdapter):
             kind = event.get("type")
             if kind == "session":
                 parsed.session_id = event.get("id")
+            elif kind == "tool_execution_start":
+                parsed.last_tool = tool_label(event.get("toolName"), input_target(event.get("args")))
             elif kind == "tool_execution_end":
                 parsed.tool_calls += 1
             elif kind == "message_end" and (event.get("message") or {}).get("role") == "assistant":

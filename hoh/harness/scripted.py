@@ -8,6 +8,7 @@ from typing import Iterable
 
 from ..config import HarnessConfig
 from ..errors import UsageError
+from .attempt import tool_label
 from .base import (QUOTA_PATTERN, Capabilities, FrozenInput, HarnessAdapter, ParsedRun, RoleRequest, Usage,
                    compile_patterns, json_events)
 
@@ -57,6 +58,7 @@ class ScriptedAdapter(HarnessAdapter):
                 parsed.session_id = event.get("id")
             elif kind == "tool":
                 parsed.tool_calls += 1
+                parsed.last_tool = tool_label(event.get("name"), event.get("path") or event.get("command") or "")
             elif kind == "message":
                 parsed.final_message = event.get("text")
             elif kind == "usage":

@@ -128,7 +128,9 @@ class RoleRunner:
             atomic_write_text(attempt_dir / "prompt.md", prompt)
             atomic_write_json(attempt_dir / "inputs.json", self.manifest(job, attempt))
             self.journal.append(ev.AttemptStarted(loop=job.loop, role=job.role, attempt=attempt))
-            self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt)
+            # The events file and the adapter let live progress follow the attempt (its tokens, its last tool).
+            self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt,
+                        events=attempt_dir / "events.jsonl", adapter=adapter)
 
             home = self.home(job.role)
             jail = replace(job.jail, writable=(*job.jail.writable, home)) if job.jail else None
@@ -164,6 +166,9 @@ class RoleRunner:
                                                    usage=result.usage.to_json(), violations=len(violations),
                                                    seconds=result.duration_s, harness=adapter.name,
                                                    model=adapter.config.model, cost_source=result.cost_source))
+            self.notify("attempt_done", role=job.role, loop=job.loop, attempt=attempt, ok=ok,
+                        outcome=result.outcome.value, seconds=result.duration_s, usage=result.usage,
+                        tool_calls=result.tool_calls, errors=errors)
             if ended is not None:
                 raise ended
             if ok:
