@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .harness.entries import (MAX_STREAM_BYTES, MAX_TEXT, EntryKind, TranscriptEntry, clip, entries_of_stream,
+from ..harness.entries import (MAX_STREAM_BYTES, MAX_TEXT, EntryKind, TranscriptEntry, clip, entries_of_stream,
                               generic_entries)
-from .paths import ROLES
-from .usage import Usage
+from ..paths import ROLES
+from ..usage import Usage
 
 __all__ = ["AttemptRef", "EntryKind", "Transcript", "TranscriptEntry", "attempts_of", "read_transcript"]
 
@@ -259,7 +259,7 @@ def _sniffed(events: bytes | None) -> str | None:
 def _adapter(name: str) -> Any:
     """The adapter class for `name`, or None (then events are shown as they came). Only hoh's own adapters
     and importable third-party ones; a failed import is no error here."""
-    from .harness import registry
+    from ..harness import registry
     try:
         return registry.adapter_class(name)
     except Exception:  # noqa: BLE001 - UsageError, or whatever a third party's module raises on import
@@ -281,7 +281,7 @@ def _live_facts(adapter: Any, events: bytes | None) -> tuple[Usage | None, str |
     if adapter is None or events is None:
         return None, None, None
     try:
-        from .config import HarnessConfig
+        from ..config import HarnessConfig
         parsed = adapter(HarnessConfig(name=adapter.name)).parse_events(
             events[:MAX_STREAM_BYTES].decode("utf-8", errors="replace").splitlines())
         return parsed.usage, _str(parsed.final_message, MAX_TEXT), _str(parsed.session_id)
