@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,9 @@ def read_transcript(attempt_dir: Path) -> Transcript:
     role, loop, attempt = _identity(attempt_dir, inputs)
     live = result is None
     prompt = _text_file(attempt_dir / "prompt.md")
-    entries.insert(0, TranscriptEntry(EntryKind.PROMPT, prompt if prompt is not None else "[no prompt.md]"))
+    # hoh writes prompt.md just before the CLI starts: its time is the attempt's start, for every CLI.
+    entries.insert(0, TranscriptEntry(EntryKind.PROMPT, prompt if prompt is not None else "[no prompt.md]",
+                                      at=_mtime(attempt_dir / "prompt.md")))
     harness_result = result.get("harness") if result is not None and isinstance(result.get("harness"), dict) else {}
     events = _stream(attempt_dir / "events.jsonl")
     name = _harness_name(attempt_dir, inputs, role, events)
@@ -128,7 +131,7 @@ def read_transcript(attempt_dir: Path) -> Transcript:
     if errors:
         then = f"hoh re-asked in attempt {attempt + 1}" if rejected_next else "no re-ask followed"
         entries.append(TranscriptEntry(EntryKind.REASK, f"hoh rejected this reply ({then}):\n" +
-                                       "\n".join(f"- {e}" for e in errors)))
+                                       "\n".join(f"- {e}" for e in errors), at=_mtime(attempt_dir / "result.json")))
     usage, final, session = _live_facts(adapter, events) if live else (None, None, None)
     return Transcript(
         role=role, loop=loop, attempt=attempt, harness=name, entries=entries,
@@ -155,6 +158,14 @@ def _read(path: Path, limit: int) -> bytes | None:
             return fh.read(limit + 1)
     except OSError:
         return None
+
+
+def _mtime(path: Path) -> str | None:
+    try:
+        stamp = path.lstat().st_mtime
+    except OSError:
+        return None
+    return datetime.fromtimestamp(stamp, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _json_file(path: Path, entries: list[TranscriptEntry]) -> dict[str, Any] | None:
