@@ -177,7 +177,13 @@ def test_attempts_of_lists_a_loop_in_run_order_with_interrupted_runs_first(demo,
         ("planner", 1, False, None, 1), ("planner", 2, False, None, 1), ("developer", 1, True, 1, 1),
         ("developer", 1, False, None, 1), ("qa", 1, False, None, 1)]
     assert refs[2].path == loop / "roles" / "developer.interrupted-1" / "attempt-1"
-    assert read_transcript(refs[2].path).role == "developer"
+    finished = read_transcript(refs[2].path)  # it had ended before its role was cut off
+    assert (finished.role, finished.interrupted, finished.live, finished.outcome) == ("developer", False, False, "ok")
+    (refs[2].path / "result.json").unlink()
+    cut = read_transcript(refs[2].path)
+    assert (cut.interrupted, cut.live, cut.outcome, cut.ok) == (True, False, None, None)
+    assert cut.entries[-1].text == "the attempt was cut off (hoh stopped or crashed) and set aside when the run resumed"
+    assert cut.final_message == finished.final_message and cut.usage == finished.usage  # read from its stream
     assert attempts_of(tmp_path / "missing") == []
 
 

@@ -53,7 +53,7 @@ def trajectory(t: Transcript, ref: AttemptRef | None = None) -> dict[str, Any]:
     for entry in t.entries:
         steps.add(entry)
     steps.flush()
-    interrupted = ref is not None and ref.interrupted
+    interrupted = t.interrupted or (ref is not None and ref.interrupted)
     name = _stem(t, ref)
     usage = t.usage
     return {
