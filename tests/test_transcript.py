@@ -352,3 +352,16 @@ def test_a_run_set_aside_after_a_transient_failure_comes_first_and_says_so(tmp_p
         "do the work", "exceeded retry limit, last status: 429 Too Many Requests",
         "this run ended in a transient failure (rate limit, network); hoh ran the attempt again"]
     assert t.entries[3:] == ADAPTERS["codex"].transcript_entries((STREAMS / "codex" / "success.jsonl").read_bytes())
+
+
+def test_a_live_attempt_masks_the_secrets_hoh_would_scrub_at_its_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOH_TRANSCRIPT_KEY", "sk-live-secret-1234")
+    (tmp_path / "hoh.yaml").write_text("harness:\n  name: codex\n  base_url: http://127.0.0.1:9/v1\n"
+                                       "  api_key_env: HOH_TRANSCRIPT_KEY\n")
+    attempt = fake_attempt(tmp_path, harness="codex")
+    leak = {"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": "env",
+                                               "aggregated_output": "KEY=sk-live-secret-1234\n", "exit_code": 0}}
+    (attempt / "events.jsonl").write_text(json.dumps(leak) + "\n")
+    live = read_transcript(attempt)
+    assert [e.text for e in live.entries[1:]] == ["env", "KEY=<redacted>\n[exit code 0]"]
+    assert "sk-live-secret-1234" not in json.dumps(live.to_json())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,10 @@ def read_transcript(attempt_dir: Path) -> Transcript:
         entries.append(TranscriptEntry(EntryKind.REASK, f"hoh rejected this reply ({then}):\n" +
                                        "\n".join(f"- {e}" for e in errors), at=_mtime(attempt_dir / "result.json")))
     unfinished = result is None  # what hoh did not record is read from the stream itself
+    if unfinished:
+        # hoh scrubs known secrets from a stream when its attempt ends; one still running (or cut off) is not yet
+        # scrubbed, so the secrets a reader could show or export (a login token the agent printed) are masked here.
+        entries = _redacted(entries, _secrets(attempt_dir, role))
     usage, final, session = _live_facts(adapter, events) if unfinished else (None, None, None)
     return Transcript(
         role=role, loop=loop, attempt=attempt, harness=name, entries=entries,
@@ -310,6 +314,32 @@ def _live_facts(adapter: Any, events: bytes | None) -> tuple[Usage | None, str |
         return parsed.usage, _str(parsed.final_message, MAX_TEXT), _str(parsed.session_id)
     except Exception:  # noqa: BLE001 - parsers are tolerant, but a live view must outlive any stream
         return None, None, None
+
+
+def _secrets(attempt_dir: Path, role: str) -> list[str]:
+    """The values hoh's scrub would remove from this attempt's logs: the API key named by the role's harness
+    settings and the tokens of the logins it is given (`HarnessAdapter.secrets`)."""
+    if len(attempt_dir.parents) <= 5:
+        return []
+    root = attempt_dir.parents[5]
+    try:
+        from ..config import load_config, role_harness
+        from ..harness import registry
+        from ..harness.attempt import RoleRequest
+        from ..paths import WorkspacePaths
+        adapter = registry.create(role_harness(load_config(root / "hoh.yaml"), role))
+        home = WorkspacePaths(root).harness_home(adapter.name) / role
+        return adapter.secrets(RoleRequest(role=role, loop=0, attempt=0, prompt="", workdir=root, access="read-only",
+                                           home=home))
+    except Exception:  # noqa: BLE001 - no readable settings: nothing is known to mask (the end-of-attempt scrub stays)
+        return []
+
+
+def _redacted(entries: list[TranscriptEntry], secrets: list[str]) -> list[TranscriptEntry]:
+    from ..harness.secrets import redact
+    if not secrets:
+        return entries
+    return [replace(e, text=redact(e.text, secrets)) if any(s in e.text for s in secrets) else e for e in entries]
 
 
 # ---- typed reads of untyped values -------------------------------------------------------------------------
