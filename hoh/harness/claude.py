@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import HarnessUnavailable
-from .base import (QUOTA_PATTERN, Capabilities, CostReport, EntryKind, HarnessAdapter, HarnessResult, Outcome,
-                   ParsedRun, RoleRequest, TranscriptEntry, Usage, compile_patterns, copy_credentials, json_events)
-from .entries import as_text, iso, opt_str, text_of_blocks
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, HarnessResult, Outcome, ParsedRun,
+                   RoleRequest, Usage, compile_patterns, copy_credentials, json_events)
+from .entries import EntryKind, TranscriptEntry, as_text, iso, opt_str, text_of_blocks
 from .executor import LOCAL, Executor
 from .process import call
 

@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from .base import (QUOTA_PATTERN, Capabilities, EntryKind, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
-                   TranscriptEntry, Usage, compile_patterns, copy_credentials, json_events)
-from .entries import as_text, clip, opt_str
+from .base import (QUOTA_PATTERN, Capabilities, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage,
+                   compile_patterns, copy_credentials, json_events)
+from .entries import EntryKind, TranscriptEntry, as_text, clip, opt_str
 from .process import call
 
 PROVIDER = "hoh"

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import (QUOTA_PATTERN, Capabilities, CostReport, EntryKind, HarnessAdapter, Outcome, ParsedRun,
-                   RoleRequest, TranscriptEntry, Usage, compile_patterns, copy_credentials, json_events)
-from .entries import as_text, iso_ms, opt_str
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
+                   Usage, compile_patterns, copy_credentials, json_events)
+from .entries import EntryKind, TranscriptEntry, as_text, iso_ms, opt_str
 
 PROVIDER = "hoh"
 

@@ -8,9 +8,9 @@ from typing import Any, Iterable
 
 from ..config import HarnessConfig
 from ..errors import UsageError
-from .base import (QUOTA_PATTERN, Capabilities, EntryKind, FrozenInput, HarnessAdapter, ParsedRun, RoleRequest,
-                   TranscriptEntry, Usage, compile_patterns, json_events)
-from .entries import as_text, opt_str
+from .base import (QUOTA_PATTERN, Capabilities, FrozenInput, HarnessAdapter, ParsedRun, RoleRequest, Usage,
+                   compile_patterns, json_events)
+from .entries import EntryKind, TranscriptEntry, as_text, opt_str
 
 SCRIPT_NAME = "script.yaml"
 """The frozen script's name in the workspace, and the default looked for beside the spec."""
