@@ -15,6 +15,7 @@ import typer
 from ..errors import HohError
 from ..statuses import RunStatus
 from . import bench as bench_cli
+from . import export as export_cli
 from .console import err, out
 from .options import (BUILD_DEFAULT, EXIT_CODES, JSON_HELP, PROGRESS_HELP, PROGRESS_METAVAR, ProgressMode,
                       setup_logging, workspace_option)
@@ -29,6 +30,7 @@ app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=True, pretty_
                   rich_markup_mode=None, context_settings=HELP_OPTIONS, epilog=EXIT_CODES,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
 app.add_typer(bench_cli.app, name="bench", context_settings=HELP_OPTIONS)
+app.add_typer(export_cli.app, name="export", context_settings=HELP_OPTIONS)
 
 
 def _version(value: bool) -> None:
