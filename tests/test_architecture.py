@@ -182,6 +182,7 @@ FLOORS = [
     {"harbor"},
     {"bench"},
     {"report"},
+    {"view"},
     {"cli"},
     {"__main__"},
 ]
