@@ -176,6 +176,7 @@ FLOORS = [
     {"evidence", "harness"},
     {"testing"},
     {"store"},
+    {"transcript"},
     {"envs"},
     {"runtime"},
     {"api"},

@@ -13,7 +13,7 @@ import dataclasses
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
@@ -21,13 +21,15 @@ from ..usage import Usage
 from .attempt import (QUOTA_PATTERN, ErrorPattern, FrozenInput, HarnessResult, Outcome, ParsedRun, RoleRequest,
                       compile_patterns, json_events, outcome_of_message)
 from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_version
+from .entries import EntryKind, TranscriptEntry, entries_of_stream, generic_entries
 from .executor import LOCAL, Executor, Launch
 from .network import proxy_env
 from .process import ProcessResult
 from .secrets import copy_credentials, known_secrets, redact, scrub_attempt, unlink_links
 
-__all__ = ["QUOTA_PATTERN", "Capabilities", "CostReport", "FrozenInput", "HarnessAdapter", "HarnessResult", "Outcome",
-           "ParsedRun", "RoleRequest", "Usage", "compile_patterns", "copy_credentials", "json_events"]
+__all__ = ["QUOTA_PATTERN", "Capabilities", "CostReport", "EntryKind", "FrozenInput", "HarnessAdapter", "HarnessResult",
+           "Outcome", "ParsedRun", "RoleRequest", "TranscriptEntry", "Usage", "compile_patterns", "copy_credentials",
+           "json_events"]
 """What an adapter module imports from here: the contract, and the values and helpers it is written with."""
 
 class HarnessAdapter(ABC):
@@ -154,6 +156,24 @@ class HarnessAdapter(ABC):
     @abstractmethod
     def parse_events(self, lines: Iterable[str]) -> ParsedRun:
         """Read the CLI's stdout event stream. Pure; tolerant of garbage lines."""
+
+    @classmethod
+    def event_entries(cls, event: dict[str, Any], state: dict[str, Any]) -> Iterable[TranscriptEntry]:
+        """One event of this CLI's stream as transcript entries (messages, thinking, tool calls with their
+        inputs, tool results, errors). Pure; `state` is kept across one stream. A wrongly shaped event may
+        raise: the shared reader turns that into an ERROR entry. The default shows the event as it came."""
+        return generic_entries(event, state)
+
+    @classmethod
+    def transcript_entries(cls, data: bytes | str | Iterable[str], final: bool = True) -> list[TranscriptEntry]:
+        """The transcript entries of a raw event stream (`events.jsonl`'s bytes, or its lines). Never raises
+        for content; `final=False` for a stream still being written (its unfinished last line is left out)."""
+        if isinstance(data, str):
+            data = data.encode("utf-8", errors="replace")
+        elif not isinstance(data, bytes):
+            data = "".join(line if line.endswith("\n") else line + "\n" for line in data).encode(
+                "utf-8", errors="replace")
+        return entries_of_stream(data, cls.event_entries, final)
 
     def stdin(self, request: RoleRequest) -> bytes | None:
         """What to send on stdin; None means /dev/null. Never an open pipe."""

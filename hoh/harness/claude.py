@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import HarnessUnavailable
-from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, HarnessResult, Outcome, ParsedRun,
-                   RoleRequest, Usage, compile_patterns, copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, EntryKind, HarnessAdapter, HarnessResult, Outcome,
+                   ParsedRun, RoleRequest, TranscriptEntry, Usage, compile_patterns, copy_credentials, json_events)
+from .entries import as_text, iso, opt_str, text_of_blocks
 from .executor import LOCAL, Executor
 from .process import call
 
@@ -217,6 +218,55 @@ class ClaudeAdapter(HarnessAdapter):
                 parsed.final_message = text
         parsed.denials = list(denied.values())
         return parsed
+
+    @classmethod
+    def event_entries(cls, event: dict[str, Any], state: dict[str, Any]) -> list[TranscriptEntry]:
+        kind, subtype, at = event.get("type"), event.get("subtype"), iso(event.get("timestamp"))
+        if kind == "system" and subtype == "permission_denied":
+            return [TranscriptEntry(EntryKind.ERROR, f"{as_text(event.get('tool_name'))} denied: "
+                                    f"{as_text(event.get('message') or event.get('decision_reason'))}", at=at)]
+        if kind == "system" and subtype == "api_retry":
+            status = f"HTTP {as_text(event.get('error_status'))} " if event.get("error_status") is not None else ""
+            return [TranscriptEntry(EntryKind.ERROR, f"API retry {as_text(event.get('attempt'))} of "
+                                    f"{as_text(event.get('max_retries'))}: {status}{as_text(event.get('error'))}", at=at)]
+        if kind == "result":
+            text = as_text(event.get("result")) or as_text(event.get("errors")) or f"claude ended with {subtype}"
+            # The error's text already came as a synthetic assistant message: say it once.
+            return [TranscriptEntry(EntryKind.ERROR, text, at=at)] if event.get("is_error") and text != state.get(
+                "synthetic") else []
+        if kind not in ("assistant", "user"):
+            return []
+        message = event.get("message") or {}
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        entries = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text" and kind == "assistant":
+                text = as_text(block.get("text"))
+                if message.get("model") == "<synthetic>":  # Claude Code's own error text, not the model's
+                    state["synthetic"] = text
+                    entries.append(TranscriptEntry(EntryKind.ERROR, text, at=at))
+                else:
+                    entries.append(TranscriptEntry(EntryKind.MESSAGE, text, at=at))
+            elif btype == "thinking":
+                entries.append(TranscriptEntry(EntryKind.THINKING, as_text(block.get("thinking")), at=at))
+            elif btype == "tool_use":
+                tool, tool_input = opt_str(block.get("name")), block.get("input")
+                command = tool_input.get("command") if isinstance(tool_input, dict) and tool == "Bash" else None
+                call_id = opt_str(block.get("id"))
+                state.setdefault("tools", {})[call_id] = tool
+                entries.append(TranscriptEntry(EntryKind.TOOL_CALL, as_text(command if isinstance(command, str)
+                                                                            else tool_input), tool, call_id, at=at))
+            elif btype == "tool_result":
+                call_id = opt_str(block.get("tool_use_id"))
+                entries.append(TranscriptEntry(EntryKind.TOOL_RESULT, text_of_blocks(block.get("content")),
+                                               state.get("tools", {}).get(call_id), call_id,
+                                               block.get("is_error") is True, at))
+        return entries
 
 
 def missing_sandbox_tools() -> list[str]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
-from .base import (QUOTA_PATTERN, Capabilities, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage,
-                   compile_patterns, copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, EntryKind, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
+                   TranscriptEntry, Usage, compile_patterns, copy_credentials, json_events)
+from .entries import as_text, clip, opt_str
 from .process import call
 
 PROVIDER = "hoh"
@@ -123,6 +124,38 @@ class CodexAdapter(HarnessAdapter):
             parsed.error_outcome = self.outcome_of(parsed.error or "")
         return parsed
 
+    @classmethod
+    def event_entries(cls, event: dict[str, Any], state: dict[str, Any]) -> list[TranscriptEntry]:
+        kind, item = event.get("type"), event.get("item") or {}
+        if kind in ("error", "turn.failed"):  # an error is also a retry's notice ("Reconnecting... 1/1")
+            text = as_text(event.get("message") if kind == "error" else (event.get("error") or {}).get("message"))
+            text = text or f"codex reported {kind}"
+            # A failed turn repeats the error just printed: say it once.
+            repeated, state["error"] = text == state.get("error"), text
+            return [] if repeated and kind == "turn.failed" else [TranscriptEntry(EntryKind.ERROR, text)]
+        if kind not in ("item.started", "item.completed"):
+            return []  # thread/turn bookkeeping; usage is the transcript's own field
+        item_type, call_id = item.get("type"), opt_str(item.get("id"))
+        if item_type == "agent_message":
+            return [TranscriptEntry(EntryKind.MESSAGE, as_text(item.get("text")))] if kind == "item.completed" else []
+        if item_type == "reasoning":
+            return [TranscriptEntry(EntryKind.THINKING, as_text(item.get("text")))] if kind == "item.completed" else []
+        if item_type == "error":
+            return [TranscriptEntry(EntryKind.ERROR, as_text(item.get("message")))] if kind == "item.completed" else []
+        call = codex_call(item)
+        if call is None:
+            return []  # a list the CLI keeps (todo_list) rather than an action
+        tool, text = call
+        started = state.setdefault("started", set())
+        entries = []
+        if call_id is None or call_id not in started:  # a call seen first at its end (file_change) still shows its input
+            started.add(call_id)
+            entries.append(TranscriptEntry(EntryKind.TOOL_CALL, text, tool, call_id))
+        if kind == "item.completed":
+            output, failed = codex_output(item)
+            entries.append(TranscriptEntry(EntryKind.TOOL_RESULT, output, tool, call_id, failed))
+        return entries
+
     def sandbox_probe(self, scratch: Path) -> str:
         """Run a write under `codex sandbox` (read-only by default): it must fail and leave no file."""
         probe_dir = Path(tempfile.mkdtemp(dir=scratch))
@@ -141,3 +174,35 @@ class CodexAdapter(HarnessAdapter):
         if (probe_dir / "probe").exists():
             return "not enforced: a write under the read-only sandbox succeeded"
         return "works: read-only and workspace-write are enforced by codex's own sandbox"
+
+
+def codex_call(item: dict[str, Any]) -> tuple[str, str] | None:
+    """(tool, input) of one codex item that is an action, or None for an item that is not."""
+    kind = item.get("type")
+    if kind == "command_execution":
+        return "shell", as_text(item.get("command"))
+    if kind == "file_change":
+        changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+        return "apply_patch", clip("\n".join(f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes
+                                              if isinstance(c, dict)))
+    if kind == "mcp_tool_call":
+        return f"{opt_str(item.get('server')) or 'mcp'}.{opt_str(item.get('tool')) or '?'}", as_text(item.get("arguments"))
+    if kind == "web_search":
+        return "web_search", as_text(item.get("query"))
+    if kind == "todo_list":
+        return None
+    return opt_str(kind) or "item", as_text({k: v for k, v in item.items() if k not in ("id", "type")})
+
+
+def codex_output(item: dict[str, Any]) -> tuple[str, bool]:
+    """(output, failed) of a finished codex action."""
+    status = item.get("status")
+    if item.get("type") == "command_execution":
+        code = item.get("exit_code")
+        output = as_text(item.get("aggregated_output"))
+        return (output + ("\n" if output else "") + f"[exit code {code}]",
+                status == "failed" or (isinstance(code, int) and code != 0))
+    if item.get("type") == "mcp_tool_call":
+        error = (item.get("error") or {}).get("message") if isinstance(item.get("error"), dict) else item.get("error")
+        return as_text(error or item.get("result")), bool(error) or status == "failed"
+    return as_text(status), status == "failed"

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
-                   Usage, compile_patterns, copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, EntryKind, HarnessAdapter, Outcome, ParsedRun,
+                   RoleRequest, TranscriptEntry, Usage, compile_patterns, copy_credentials, json_events)
+from .entries import as_text, iso_ms, opt_str
 
 PROVIDER = "hoh"
 
@@ -130,3 +131,31 @@ class OpenCodeAdapter(HarnessAdapter):
                 parsed.error = data.get("message") or error.get("name") or "opencode reported an error"
                 parsed.error_outcome = self.outcome_of(parsed.error, data.get("statusCode"))
         return parsed
+
+    @classmethod
+    def event_entries(cls, event: dict[str, Any], state: dict[str, Any]) -> list[TranscriptEntry]:
+        # OpenCode prints a part once it is finished: a tool_use event holds the call and its output together.
+        kind, part, at = event.get("type"), event.get("part") or {}, iso_ms(event.get("timestamp"))
+        if kind == "text":
+            return [TranscriptEntry(EntryKind.MESSAGE, as_text(part.get("text")), at=at)]
+        if kind == "reasoning":
+            return [TranscriptEntry(EntryKind.THINKING, as_text(part.get("text")), at=at)]
+        if kind == "tool_use":
+            tool, call_id, tool_state = opt_str(part.get("tool")), opt_str(part.get("callID")), part.get("state") or {}
+            tool_input = tool_state.get("input")
+            text = tool_input.get("command") if isinstance(tool_input, dict) and tool == "bash" else None
+            status = tool_state.get("status")
+            failed = status == "error"
+            output = tool_state.get("error") if failed else tool_state.get("output")
+            entries = [TranscriptEntry(EntryKind.TOOL_CALL, as_text(text if isinstance(text, str) else tool_input),
+                                       tool, call_id, at=at)]
+            if status in ("completed", "error"):
+                entries.append(TranscriptEntry(EntryKind.TOOL_RESULT, as_text(output), tool, call_id, failed, at))
+            return entries
+        if kind == "error":
+            error = event.get("error") or {}
+            data = error.get("data") or {}
+            status = data.get("statusCode")
+            text = as_text(data.get("message") or error.get("name") or "opencode reported an error")
+            return [TranscriptEntry(EntryKind.ERROR, f"HTTP {status}: {text}" if status else text, at=at)]
+        return []  # step_start / step_finish: bookkeeping; usage is the transcript's own field

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
-from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
-                   Usage, compile_patterns, copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, EntryKind, HarnessAdapter, Outcome, ParsedRun,
+                   RoleRequest, TranscriptEntry, Usage, compile_patterns, copy_credentials, json_events)
+from .entries import as_text, iso_ms, opt_str, text_of_blocks
 from .egress_policy import PLACEHOLDER_KEY
 
 PROVIDER = "hoh"
@@ -117,6 +118,43 @@ class PiAdapter(HarnessAdapter):
                 text = "".join(c.get("text", "") for c in last_assistant.get("content", []) if c.get("type") == "text")
                 parsed.final_message = text or None
         return parsed
+
+    @classmethod
+    def event_entries(cls, event: dict[str, Any], state: dict[str, Any]) -> list[TranscriptEntry]:
+        # Pi streams every delta (message_update); a finished message (message_end) and a finished tool
+        # (tool_execution_end) hold the whole of them, so only those are read.
+        kind = event.get("type")
+        if kind == "tool_execution_end":
+            result = event.get("result")
+            content = result.get("content") if isinstance(result, dict) else result
+            return [TranscriptEntry(EntryKind.TOOL_RESULT, text_of_blocks(content), opt_str(event.get("toolName")),
+                                    opt_str(event.get("toolCallId")), event.get("isError") is True)]
+        if kind == "auto_retry_start":
+            return [TranscriptEntry(EntryKind.ERROR, f"retrying (attempt {as_text(event.get('attempt'))} of "
+                                                     f"{as_text(event.get('maxAttempts'))}): "
+                                                     f"{as_text(event.get('errorMessage'))}")]
+        message = event.get("message") or {}
+        if kind != "message_end" or message.get("role") != "assistant":
+            return []  # the prompt (hoh's own PROMPT entry), toolResult copies, deltas, bookkeeping
+        at = iso_ms(message.get("timestamp"))
+        entries = []
+        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                entries.append(TranscriptEntry(EntryKind.MESSAGE, as_text(block.get("text")), at=at))
+            elif block.get("type") == "thinking":
+                entries.append(TranscriptEntry(EntryKind.THINKING, as_text(block.get("thinking")), at=at))
+            elif block.get("type") == "toolCall":
+                args = block.get("arguments")
+                command = args.get("command") if isinstance(args, dict) and block.get("name") == "bash" else None
+                entries.append(TranscriptEntry(EntryKind.TOOL_CALL, as_text(command if isinstance(command, str)
+                                                                            else args),
+                                               opt_str(block.get("name")), opt_str(block.get("id")), at=at))
+        if message.get("stopReason") == "error":
+            entries.append(TranscriptEntry(EntryKind.ERROR, as_text(message.get("errorMessage"))
+                                           or "pi reported a model error", at=at))
+        return entries
 
 
 def status_of(message: str) -> int | None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..config import HarnessConfig
 from ..errors import UsageError
-from .base import (QUOTA_PATTERN, Capabilities, FrozenInput, HarnessAdapter, ParsedRun, RoleRequest, Usage,
-                   compile_patterns, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, EntryKind, FrozenInput, HarnessAdapter, ParsedRun, RoleRequest,
+                   TranscriptEntry, Usage, compile_patterns, json_events)
+from .entries import as_text, opt_str
 
 SCRIPT_NAME = "script.yaml"
 """The frozen script's name in the workspace, and the default looked for beside the spec."""
@@ -69,3 +70,24 @@ class ScriptedAdapter(HarnessAdapter):
                 parsed.error = str(event.get("message") or "the scripted agent reported an error")
                 parsed.error_outcome = self.outcome_of(parsed.error)
         return parsed
+
+    @classmethod
+    def event_entries(cls, event: dict[str, Any], state: dict[str, Any]) -> list[TranscriptEntry]:
+        kind = event.get("type")
+        if kind == "message":
+            return [TranscriptEntry(EntryKind.MESSAGE, as_text(event.get("text")))]
+        if kind == "error":
+            return [TranscriptEntry(EntryKind.ERROR, as_text(event.get("message")))]
+        if kind != "tool":
+            return []  # session, usage, done: bookkeeping
+        # The scripted agent's tools finish before they are printed: one event is the call and its result.
+        state["calls"] = state.get("calls", 0) + 1
+        tool, call_id = opt_str(event.get("name")) or "tool", f"scripted-{state['calls']}"
+        target = event.get("command") if event.get("command") is not None else event.get("path")
+        if event.get("id") is not None:  # a check: its id, then what it runs
+            target = f"check {as_text(event.get('id'))}: {as_text(target)}"
+        code = event.get("exit_code")
+        failed = event.get("ok") is False or (isinstance(code, int) and not isinstance(code, bool) and code != 0)
+        result = f"exit code {code}" if code is not None else ("failed" if failed else "ok")
+        return [TranscriptEntry(EntryKind.TOOL_CALL, as_text(target), tool, call_id),
+                TranscriptEntry(EntryKind.TOOL_RESULT, result, tool, call_id, failed)]

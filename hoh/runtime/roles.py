@@ -97,6 +97,7 @@ class RoleRunner:
         return self.paths.harness_home(self.adapters[role].name) / role
 
     def manifest(self, job: RoleJob, attempt: int) -> dict[str, Any]:
+        adapter = self.adapters[job.role]
         return {
             "schema_version": 1, "role": job.role, "loop": job.loop, "attempt": attempt,
             "files": [{"path": self.paths.rel(p), "sha256": sha256_file(p)} for p in job.inputs],
@@ -105,6 +106,9 @@ class RoleRunner:
             "writable": [self.paths.rel(p) for p in ((job.workdir,) if job.access == "write" else ()) + job.writable],
             "read_only": ["spec.md", "state/"] + ([] if job.access == "write" else [self.paths.rel(job.workdir)]),
             "mechanisms": job.mechanisms,
+            # Which CLI ran the attempt, recorded before it starts: a transcript reader (`hoh.transcript`) needs
+            # it to read a live stream, and hoh.yaml may name another harness by the time anyone reads it.
+            "harness": adapter.name, "model": adapter.config.model,
         }
 
     def run(self, job: RoleJob) -> RoleResult:
