@@ -21,8 +21,8 @@ from .sources import Source
 
 MAX_ENTRIES = 3000
 """Entries shown of one transcript; the whole stream stays linked as a file."""
-MAX_ENTRY_CHARS = 20_000
-"""A longer message, tool input or output is cut on the page (the raw stream has it whole)."""
+MAX_PAGE_CHARS = 4_000_000
+"""Text shown of one transcript (each entry is already clipped by `hoh.transcript`): the page stays usable."""
 ATTEMPT_FILES = ("prompt.md", "inputs.json", "events.jsonl", "stderr.log", "result.json", "command.json")
 
 
@@ -45,7 +45,7 @@ class Shown:
     transcript: Transcript
     entries: list[TranscriptEntry]
     hidden: int
-    """Entries past MAX_ENTRIES, not shown."""
+    """Entries past MAX_ENTRIES or MAX_PAGE_CHARS, not shown."""
     files: list[str]
     """Workspace-relative paths of the attempt's records that exist."""
 
@@ -80,17 +80,14 @@ def transcript(source: Source, t: int, name: str) -> Shown | None:
         return None
     row, path = found
     read = read_transcript(path)
-    entries = [_cut(e) for e in read.entries[:MAX_ENTRIES]]
+    entries, chars = [], 0
+    for entry in read.entries[:MAX_ENTRIES]:
+        chars += len(entry.text)
+        if chars > MAX_PAGE_CHARS and entries:
+            break
+        entries.append(entry)
     present = [source.paths.rel(path / f) for f in ATTEMPT_FILES if (path / f).is_file() and not (path / f).is_symlink()]
-    return Shown(row, read, entries, max(0, len(read.entries) - MAX_ENTRIES), present)
-
-
-def _cut(entry: TranscriptEntry) -> TranscriptEntry:
-    if len(entry.text) <= MAX_ENTRY_CHARS:
-        return entry
-    text = entry.text[:MAX_ENTRY_CHARS] + f"\n… cut at {MAX_ENTRY_CHARS:,} characters (the stream has it whole)"
-    return TranscriptEntry(kind=entry.kind, text=text, tool=entry.tool, call_id=entry.call_id,
-                           is_error=entry.is_error, at=entry.at)
+    return Shown(row, read, entries, len(read.entries) - len(entries), present)
 
 
 def stamp(source: Source, watched: str | None) -> str:
