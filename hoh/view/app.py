@@ -38,7 +38,8 @@ from . import files, model, transcripts
 from .sources import Source
 
 HERE = Path(__file__).resolve().parent
-STATIC = {"view.css": "text/css; charset=utf-8", "view.js": "text/javascript; charset=utf-8"}
+STATIC = {"view.css": "text/css; charset=utf-8", "view.js": "text/javascript; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
