@@ -307,3 +307,55 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(demo_ws, tmp_path, args, mess
     result = run_hoh("view", "--no-open", *args)
     assert result.returncode != 0 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+# ---- cost ------------------------------------------------------------------------------------------------
+
+def test_a_500_loop_run_is_listed_a_page_at_a_time_and_each_loop_on_demand(tmp_path):
+    from long_run import make_long_workspace
+    ws = make_long_workspace(tmp_path / "ws", loops=500)
+    c = client(ws)
+    started = time.monotonic()
+    first = c.get("/w/0/")
+    assert first.status_code == 200 and time.monotonic() - started < 10
+    assert re.findall(r'id="loop-(\d+)"', first.text) == [str(t) for t in range(500, 500 - model.LOOPS_PER_PAGE, -1)]
+    assert len(first.content) < 100_000 and "20 of 20" not in first.text and "page 1 of 20" in first.text
+    last = c.get("/w/0/?page=20").text
+    assert re.findall(r'id="loop-(\d+)"', last)[-1] == "1"
+    # An idle page's poll reads nothing: answered from the stamp alone, well under a millisecond's work each.
+    etag = c.get("/w/0/poll").headers["etag"]
+    started = time.monotonic()
+    assert all(c.get("/w/0/poll", headers={"If-None-Match": etag}).status_code == 304 for _ in range(50))
+    assert time.monotonic() - started < 5
+    assert c.get("/w/0/loop/250").status_code == 200 and c.get("/w/0/loop/250/diff").status_code == 200
+
+
+# ---- attempts ----------------------------------------------------------------------------------------------
+
+def test_an_interrupted_attempt_is_listed_and_its_transcript_opens(demo_ws, tmp_path):
+    ws = copy_ws(demo_ws, tmp_path / "ws")
+    roles = ws / "state" / "loops" / "0002" / "roles"
+    aside = roles / "developer.interrupted-1" / "attempt-1"
+    shutil.copytree(roles / "developer" / "attempt-1", aside)
+    (aside / "result.json").unlink()  # cut off before hoh judged it
+    with open(aside / "events.jsonl", "a") as fh:
+        fh.write('{"type": "tool", "name": "run", "comm')  # and mid-line
+    c = client(ws)
+    loop = c.get("/w/0/loop/2").text
+    row = re.search(r'<tr data-ref="developer.interrupted-1/attempt-1">.*?</tr>', loop, re.S)
+    assert row and "interrupted" in row.group(0)
+    page = c.get("/w/0/loop/2/attempt/developer.interrupted-1/attempt-1")
+    assert page.status_code == 200 and 'id="transcript"' in page.text and "k-tool_call" in page.text
+    assert c.get("/w/0/loop/2/attempt/developer/attempt-9").status_code == 404
+    assert c.get("/w/0/loop/2/attempt/..%2f..%2f0001/roles/qa/attempt-1").status_code == 404
+
+
+def test_the_poll_of_a_running_attempt_moves_with_its_stream(demo_ws, tmp_path):
+    ws = copy_ws(demo_ws, tmp_path / "ws")
+    c = client(ws)
+    url = "/w/0/poll?attempt=3/developer/attempt-1"
+    etag = c.get(url).headers["etag"]
+    assert etag != c.get("/w/0/poll").headers["etag"]  # the stream's stamp is part of it
+    with open(ws / "state" / "loops" / "0003" / "roles" / "developer" / "attempt-1" / "events.jsonl", "a") as fh:
+        fh.write('{"type": "message", "text": "still going"}\n')
+    assert c.get(url, headers={"If-None-Match": etag}).status_code == 200
