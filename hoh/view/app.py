@@ -4,7 +4,7 @@ Routes, all GET, all read-only:
 
     /                                   the index: every workspace of the view
     /w/{ws}/                            a run: header + one page of loops (?page=N, newest first)
-    /w/{ws}/poll                        the run's change stamp, as JSON and an ETag (304 when unchanged)
+    /poll, /w/{ws}/poll                 the change stamp of every run, of one, as JSON and an ETag (304 when unchanged)
     /w/{ws}/part/header, part/loops     the fragments the page's script swaps in when the stamp moves
     /w/{ws}/ledger                      the issue ledger and the verified-behaviour register, with histories
     /w/{ws}/loop/{t}                    one loop: plan, Developer report, checks, QA, evidence, attempts
@@ -107,7 +107,7 @@ class View:
                 rows.append((source, model.header(source), None))
             except (HohError, OSError, ValueError) as err:
                 rows.append((source, None, str(err)))
-        return self.render("index.html.j2", rows=rows)
+        return self.render("index.html.j2", rows=rows, etag="~".join(source.etag() for source in self.sources))
 
     def run(self, request: Request) -> Response:
         source = self.source(request)
@@ -119,12 +119,17 @@ class View:
             return self.trouble(source, err)
 
     def poll(self, request: Request) -> Response:
+        """The stamp of what a page shows: the run (default), only its ledger (`scope=ledger`: the ledger page
+        need not reload on every journal line), or the run and one attempt's stream (`attempt=t/ref`)."""
         source = self.source(request)
-        etag = source.etag() + transcripts.stamp(source, request.query_params.get("attempt"))
-        quoted = f'"{etag}"'
-        if request.headers.get("if-none-match") == quoted:
-            return Response(status_code=304, headers={"etag": quoted})
-        return JSONResponse({"etag": etag}, headers={"etag": quoted})
+        if request.query_params.get("scope") == "ledger":
+            etag = source.ledger_etag()
+        else:
+            etag = source.etag() + transcripts.stamp(source, request.query_params.get("attempt"))
+        return _stamped(request, etag)
+
+    def poll_all(self, request: Request) -> Response:
+        return _stamped(request, "~".join(source.etag() for source in self.sources))
 
     def part_header(self, request: Request) -> Response:
         source = self.source(request)
@@ -145,7 +150,7 @@ class View:
         source = self.source(request)
         try:
             return self.render("ledger.html.j2", source=source, head=model.header(source),
-                               ledger=model.ledger(source), etag=source.etag())
+                               ledger=model.ledger(source), etag=source.ledger_etag())
         except (HohError, OSError, ValueError) as err:
             return self.trouble(source, err)
 
@@ -207,6 +212,14 @@ class View:
         return FileResponse(HERE / "static" / name, media_type=STATIC[name])
 
 
+def _stamped(request: Request, etag: str) -> Response:
+    """The stamp as JSON, or 304 when the page already has it (what an idle page gets, every poll)."""
+    quoted = f'"{etag}"'
+    if request.headers.get("if-none-match") == quoted:
+        return Response(status_code=304, headers={"etag": quoted})
+    return JSONResponse({"etag": etag}, headers={"etag": quoted})
+
+
 def _int(value: str | None, default: int) -> int:
     try:
         return int(value) if value is not None else default
@@ -224,7 +237,7 @@ def create_app(roots: list[Path], hosts: list[str] = ()) -> Starlette:
                            kind="not found")
 
     routes = [
-        Route("/", view.index), Route("/w/{ws}/", view.run), Route("/w/{ws}/poll", view.poll),
+        Route("/", view.index), Route("/poll", view.poll_all), Route("/w/{ws}/", view.run), Route("/w/{ws}/poll", view.poll),
         Route("/w/{ws}/part/header", view.part_header), Route("/w/{ws}/part/loops", view.part_loops),
         Route("/w/{ws}/ledger", view.ledger), Route("/w/{ws}/loop/{t}", view.loop),
         Route("/w/{ws}/loop/{t}/diff", view.diff), Route("/w/{ws}/loop/{t}/attempt/{ref:path}", view.attempt),

@@ -89,6 +89,9 @@ class Source:
         held = "live" if lock_held(self.root) else "idle"
         return "-".join([_stamp(paths.journal), _stamp(paths.ledger), _stamp(paths.config), held])
 
+    def ledger_etag(self) -> str:
+        return _stamp(self.paths.ledger)
+
     def cached(self, key: str, read: Callable[[], T]) -> T:
         """`read()`'s value, read again only when the stamp moved since it was last read."""
         stamp = self.etag()
