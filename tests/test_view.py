@@ -170,6 +170,7 @@ def hostile(demo_ws, tmp_path):
     (evidence / "leak.txt").symlink_to(tmp_path / "secret.txt")
     (evidence / "up").symlink_to(tmp_path)
     (ws / "state" / "loops" / "0002" / "roles" / "qa" / "escape").symlink_to("/etc")
+    os.link(tmp_path / "secret.txt", evidence / "hard.txt")  # one file, a second name inside
     plan = ws / "state" / "loops" / "0001" / "plan.json"
     data = json.loads(plan.read_text())
     data["goal"] = "<script>alert('plan')</script>"
@@ -185,6 +186,7 @@ def hostile(demo_ws, tmp_path):
     "state/loops/0001/evidence/leak.txt",                # a symlink to a file outside
     "state/loops/0001/evidence/up/secret.txt",           # through a symlinked folder
     "state/loops/0002/roles/qa/escape/passwd",           # a symlink to /etc
+    "state/loops/0001/evidence/hard.txt",                # a hard link to a file outside
     "state/loops/0001/evidence/%2e%2e/%2e%2e/%2e%2e/%2e%2e/secret.txt",
     "state/..%2f..%2fsecret.txt",
     "%2e%2e/secret.txt",

@@ -64,8 +64,11 @@ def read_capped(path: Path, cap: int = MAX_FILE_BYTES) -> tuple[bytes, bool]:
     """The file's first `cap` bytes and whether it was cut; opened without following a final symlink."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
             raise Refused("not a regular file")
+        if st.st_nlink > 1:  # hoh writes and copies its records whole; a second name was made by someone else
+            raise Refused("a file with more than one name (a hard link) is not served")
         data = fh.read(cap + 1)
     return data[:cap], len(data) > cap
 
