@@ -14,6 +14,7 @@ import typer
 from ..errors import HohError
 from ..statuses import RunStatus
 from . import bench as bench_cli
+from . import export as export_cli
 from .console import err, out
 from .usage import UsageCommand
 
@@ -25,6 +26,7 @@ app = typer.Typer(name="hoh", no_args_is_help=True, add_completion=False, pretty
                   rich_markup_mode=None, context_settings=HELP_OPTIONS,
                   help="Harness-of-Harness: drive a coding-agent CLI through Planner → Developer → QA loops.")
 app.add_typer(bench_cli.app, name="bench", context_settings=HELP_OPTIONS)
+app.add_typer(export_cli.app, name="export", context_settings=HELP_OPTIONS)
 
 
 def _version(value: bool) -> None:

@@ -8,6 +8,7 @@ hoh validates the reply itself.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -129,7 +130,7 @@ class CodexAdapter(HarnessAdapter):
         kind, item = event.get("type"), event.get("item") or {}
         if kind in ("error", "turn.failed"):  # an error is also a retry's notice ("Reconnecting... 1/1")
             text = as_text(event.get("message") if kind == "error" else (event.get("error") or {}).get("message"))
-            text = text or f"codex reported {kind}"
+            text = readable_error(text) or f"codex reported {kind}"
             # A failed turn repeats the error just printed: say it once.
             repeated, state["error"] = text == state.get("error"), text
             return [] if repeated and kind == "turn.failed" else [TranscriptEntry(EntryKind.ERROR, text)]
@@ -174,6 +175,20 @@ class CodexAdapter(HarnessAdapter):
         if (probe_dir / "probe").exists():
             return "not enforced: a write under the read-only sandbox succeeded"
         return "works: read-only and workspace-write are enforced by codex's own sandbox"
+
+
+def readable_error(text: str) -> str:
+    """Codex passes an API's error body on as its message (`{"error": {"message": ..., "type": ...}}`): its
+    message and type read better; any other text stays as it is."""
+    try:
+        body = json.loads(text) if text.startswith("{") else None
+    except (ValueError, RecursionError):
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+        return text
+    kind = error.get("type")
+    return clip(error["message"] + (f" ({kind})" if isinstance(kind, str) else ""))
 
 
 def codex_call(item: dict[str, Any]) -> tuple[str, str] | None:

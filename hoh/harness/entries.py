@@ -60,10 +60,11 @@ class TranscriptEntry:
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> str:
-    """`text` cut to `limit` characters, saying how many were cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[… {len(text) - limit} more characters cut by hoh]"
+    """`text` cut to `limit` characters, saying how many were cut; a lone surrogate (JSON's "\\ud800", which no
+    UTF-8 file can hold) becomes "?"."""
+    if len(text) > limit:
+        text = f"{text[:limit]}\n[… {len(text) - limit} more characters cut by hoh]"
+    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def as_text(value: Any) -> str:

@@ -77,7 +77,8 @@ class ScriptedAdapter(HarnessAdapter):
         if kind == "message":
             return [TranscriptEntry(EntryKind.MESSAGE, as_text(event.get("text")))]
         if kind == "error":
-            return [TranscriptEntry(EntryKind.ERROR, as_text(event.get("message")))]
+            return [TranscriptEntry(EntryKind.ERROR, as_text(event.get("message"))
+                                    or "the scripted agent reported an error")]
         if kind != "tool":
             return []  # session, usage, done: bookkeeping
         # The scripted agent's tools finish before they are printed: one event is the call and its result.

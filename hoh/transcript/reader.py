@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .harness.entries import (MAX_STREAM_BYTES, MAX_TEXT, EntryKind, TranscriptEntry, clip, entries_of_stream,
+from ..harness.entries import (MAX_STREAM_BYTES, MAX_TEXT, EntryKind, TranscriptEntry, clip, entries_of_stream,
                               generic_entries)
-from .paths import ROLES
-from .usage import Usage
+from ..paths import ROLES
+from ..usage import Usage
 
 __all__ = ["AttemptRef", "EntryKind", "Transcript", "TranscriptEntry", "attempts_of", "read_transcript"]
 
@@ -108,7 +109,9 @@ def read_transcript(attempt_dir: Path) -> Transcript:
     role, loop, attempt = _identity(attempt_dir, inputs)
     live = result is None
     prompt = _text_file(attempt_dir / "prompt.md")
-    entries.insert(0, TranscriptEntry(EntryKind.PROMPT, prompt if prompt is not None else "[no prompt.md]"))
+    # hoh writes prompt.md just before the CLI starts: its time is the attempt's start, for every CLI.
+    entries.insert(0, TranscriptEntry(EntryKind.PROMPT, prompt if prompt is not None else "[no prompt.md]",
+                                      at=_mtime(attempt_dir / "prompt.md")))
     harness_result = result.get("harness") if result is not None and isinstance(result.get("harness"), dict) else {}
     events = _stream(attempt_dir / "events.jsonl")
     name = _harness_name(attempt_dir, inputs, role, events)
@@ -128,7 +131,7 @@ def read_transcript(attempt_dir: Path) -> Transcript:
     if errors:
         then = f"hoh re-asked in attempt {attempt + 1}" if rejected_next else "no re-ask followed"
         entries.append(TranscriptEntry(EntryKind.REASK, f"hoh rejected this reply ({then}):\n" +
-                                       "\n".join(f"- {e}" for e in errors)))
+                                       "\n".join(f"- {e}" for e in errors), at=_mtime(attempt_dir / "result.json")))
     usage, final, session = _live_facts(adapter, events) if live else (None, None, None)
     return Transcript(
         role=role, loop=loop, attempt=attempt, harness=name, entries=entries,
@@ -155,6 +158,14 @@ def _read(path: Path, limit: int) -> bytes | None:
             return fh.read(limit + 1)
     except OSError:
         return None
+
+
+def _mtime(path: Path) -> str | None:
+    try:
+        stamp = path.lstat().st_mtime
+    except OSError:
+        return None
+    return datetime.fromtimestamp(stamp, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _json_file(path: Path, entries: list[TranscriptEntry]) -> dict[str, Any] | None:
@@ -259,7 +270,7 @@ def _sniffed(events: bytes | None) -> str | None:
 def _adapter(name: str) -> Any:
     """The adapter class for `name`, or None (then events are shown as they came). Only hoh's own adapters
     and importable third-party ones; a failed import is no error here."""
-    from .harness import registry
+    from ..harness import registry
     try:
         return registry.adapter_class(name)
     except Exception:  # noqa: BLE001 - UsageError, or whatever a third party's module raises on import
@@ -281,7 +292,7 @@ def _live_facts(adapter: Any, events: bytes | None) -> tuple[Usage | None, str |
     if adapter is None or events is None:
         return None, None, None
     try:
-        from .config import HarnessConfig
+        from ..config import HarnessConfig
         parsed = adapter(HarnessConfig(name=adapter.name)).parse_events(
             events[:MAX_STREAM_BYTES].decode("utf-8", errors="replace").splitlines())
         return parsed.usage, _str(parsed.final_message, MAX_TEXT), _str(parsed.session_id)
