@@ -1,6 +1,6 @@
 """`hoh view` in a real browser (issue 25 #1): headless Chromium (the system's, through Playwright) opens the
 view the real CLI serves while a scripted build runs, sees the next loop appear without a reload and the
-running role's clock tick, opens a diff, and opens a transcript of each harness — the four CLIs' recorded
+running role's clock tick, follows the running Developer's transcript as its tool calls come in, opens a diff, and opens a transcript of each harness — the four CLIs' recorded
 streams and a scripted one — finding its messages and tool calls. Every page loads only the view's own
 files and logs no error (a CSP violation is a console error).
 
@@ -99,8 +99,8 @@ def test_a_running_build_shows_each_new_loop_without_a_reload_and_its_diff(brows
     spec = tmp_path / "spec.md"
     shutil.copy(DEMO / "spec.md", spec)
     script = yaml.safe_load((DEMO / "script.yaml").read_text())
-    for t in (2, 3):  # slow Developers: the page is open while loops 2 and 3 run
-        script["loops"][t]["developer"].setdefault("actions", []).insert(0, {"sleep": 6})
+    for t, seconds in ((2, 6), (3, 10)):  # slow Developers: the page is open while loops 2 and 3 run
+        script["loops"][t]["developer"].setdefault("actions", []).insert(0, {"sleep": seconds})
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False))
     ws = tmp_path / "ws"
     build = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(spec), "--harness", "scripted", "--loops", "3",
@@ -122,7 +122,15 @@ def test_a_running_build_shows_each_new_loop_without_a_reload_and_its_diff(brows
         page.wait_for_selector("#loop-3", timeout=90_000)
         assert page.evaluate("window.hohMarker") == "not reloaded"
         assert page.locator("#loop-2").count() == 1
+        # The running Developer's transcript, followed live: its tool calls come in after its sleep.
+        running = page.wait_for_selector('#running a[href*="/loop/3/attempt/developer/"]', timeout=60_000)
+        running.click()
+        page.wait_for_selector("#transcript")
+        assert "running" in page.locator(".facts").inner_text()
+        page.wait_for_selector("#transcript .k-tool_call", timeout=60_000)
+        page.wait_for_selector("#transcript .k-message", timeout=30_000)
         # A finished loop's diff, from its page.
+        page.goto(view.url + "w/0/", wait_until="load")
         page.click("#loop-1 a")
         page.wait_for_selector("#diff-link")
         page.click("#diff-link")
