@@ -285,6 +285,12 @@ def start_view(*args: str) -> tuple[subprocess.Popen, str]:
     return proc, match.group(0)
 
 
+def test_the_help_names_the_command_and_its_options():
+    assert "view" in run_hoh("--help").stdout
+    result = run_hoh("view", "--help")
+    assert result.returncode == 0 and all(o in result.stdout for o in ("--workspace", "--port", "--host", "--no-open"))
+
+
 def test_the_cli_serves_until_ctrl_c_and_exits_cleanly(demo_ws):
     import httpx
     proc, url = start_view("-w", str(demo_ws))

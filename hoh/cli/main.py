@@ -266,7 +266,7 @@ def doctor(
 
 @app.command(cls=UsageCommand)
 def view(
-    workspaces: list[Path] = typer.Option(..., "--workspace", "-w", help="A workspace, or a folder holding several "
+    workspaces: list[Path] = typer.Option(..., "--workspace", "-w", metavar="DIR", help="A workspace, or a folder holding several "
                                                                           "(a bench OUT dir); repeat for more."),
     port: Optional[int] = typer.Option(None, help="Port on the loopback (default: a free one)."),
     host: str = typer.Option("127.0.0.1", help="Loopback address to serve on; any other is refused."),
