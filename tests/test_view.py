@@ -241,12 +241,14 @@ def test_a_missing_or_half_written_workspace_is_a_page_saying_why(demo_ws, tmp_p
     shutil.rmtree(gone)  # removed while the view runs
     (half / "state" / "loops" / "0002" / "qa.json").write_text('{"schema_version": 1, "loop": 2, "cand')
     (torn / "spec.md").unlink()
+    (half / "state" / "loops" / "0003" / "replay.json").write_text('{"results": [{"status": "failed"}]}')
     for ws in range(3):
         for url in (f"/w/{ws}/", f"/w/{ws}/part/header", f"/w/{ws}/loop/2", f"/w/{ws}/ledger", "/"):
             r = c.get(url)
             assert r.status_code == 200 and "Traceback" not in r.text, (url, r.text)
     assert 'id="trouble"' in c.get("/w/0/").text
     assert "qa.json" in c.get("/w/1/loop/2").text  # the corrupt file is named
+    assert 'id="trouble"' in c.get("/w/1/loop/3").text  # a record not shaped as hoh writes it
     assert c.get("/w/1/loop/1").status_code == 200  # the other loops still open
     assert "spec" in c.get("/w/2/").text
 

@@ -46,6 +46,9 @@ SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-typ
                     (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
                     (b"cache-control", b"no-store")]
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost"]
+UNREADABLE = (HohError, OSError, ValueError, KeyError, jinja2.UndefinedError)
+"""What a workspace that is missing, half-written or not as hoh wrote it raises while a page is read and
+rendered: the page then says why (`trouble.html.j2`) instead of failing."""
 
 
 class SecurityHeaders:
@@ -105,7 +108,7 @@ class View:
         for source in self.sources:
             try:
                 rows.append((source, model.header(source), None))
-            except (HohError, OSError, ValueError) as err:
+            except UNREADABLE as err:
                 rows.append((source, None, str(err)))
         return self.render("index.html.j2", rows=rows, etag="~".join(source.etag() for source in self.sources))
 
@@ -115,7 +118,7 @@ class View:
         try:
             return self.render("run.html.j2", source=source, head=model.header(source),
                                loops=model.loop_page(source, page), etag=source.etag())
-        except (HohError, OSError, ValueError) as err:
+        except UNREADABLE as err:
             return self.trouble(source, err)
 
     def poll(self, request: Request) -> Response:
@@ -135,7 +138,7 @@ class View:
         source = self.source(request)
         try:
             return self.render("_header.html.j2", source=source, head=model.header(source))
-        except (HohError, OSError, ValueError) as err:
+        except UNREADABLE as err:
             return self.trouble(source, err)
 
     def part_loops(self, request: Request) -> Response:
@@ -143,7 +146,7 @@ class View:
         try:
             return self.render("_loops.html.j2", source=source,
                                loops=model.loop_page(source, _int(request.query_params.get("page"), 1)))
-        except (HohError, OSError, ValueError) as err:
+        except UNREADABLE as err:
             return self.trouble(source, err)
 
     def ledger(self, request: Request) -> Response:
@@ -151,7 +154,7 @@ class View:
         try:
             return self.render("ledger.html.j2", source=source, head=model.header(source),
                                ledger=model.ledger(source), etag=source.ledger_etag())
-        except (HohError, OSError, ValueError) as err:
+        except UNREADABLE as err:
             return self.trouble(source, err)
 
     def loop(self, request: Request) -> Response:
@@ -165,7 +168,7 @@ class View:
             return self.render("loop.html.j2", source=source, head=model.header(source), d=detail, lp=detail.loop,
                                attempts=transcripts.attempts(source, t), back=model.page_of(source, t),
                                behaviours={b["id"]: b for b in ledger.behaviours}, etag=source.etag())
-        except (HohError, OSError, ValueError) as err:
+        except UNREADABLE as err:
             return self.trouble(source, err)
 
     def diff(self, request: Request) -> Response:
@@ -177,7 +180,7 @@ class View:
                 return self.trouble(source, LookupError(f"loop {t} has no candidate yet: no diff"), 404)
             return self.render("diff.html.j2", source=source, lp=detail.loop,
                                diff=files.candidate_diff(source.paths, detail.loop.candidate.commit))
-        except (HohError, OSError, ValueError) as err:
+        except UNREADABLE as err:
             return self.trouble(source, err)
 
     def attempt(self, request: Request) -> Response:
@@ -189,7 +192,7 @@ class View:
                 return self.trouble(source, LookupError(f"loop {t} has no attempt {ref}"), 404)
             return self.render("attempt.html.j2", source=source, t=t, ref=ref, shown=shown,
                                etag=source.etag() + transcripts.stamp(source, f"{t}/{ref}"))
-        except (HohError, OSError, ValueError) as err:
+        except UNREADABLE as err:
             return self.trouble(source, err)
 
     def file(self, request: Request) -> Response:

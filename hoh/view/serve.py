@@ -65,7 +65,9 @@ def serve(roots: list[Path], bound: Bound) -> None:
     from .app import create_app
 
     app = create_app(roots, hosts=[bound.host])
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
+    # A browser tab left open holds a keep-alive connection: Ctrl-C does not wait on it for more than a moment.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
+                            timeout_graceful_shutdown=3)
     try:
         uvicorn.Server(config).run(sockets=[bound.sock])
     finally:
