@@ -99,7 +99,7 @@ def test_a_running_build_shows_each_new_loop_without_a_reload_and_its_diff(brows
     spec = tmp_path / "spec.md"
     shutil.copy(DEMO / "spec.md", spec)
     script = yaml.safe_load((DEMO / "script.yaml").read_text())
-    for t, seconds in ((2, 6), (3, 10)):  # slow Developers: the page is open while loops 2 and 3 run
+    for t, seconds in ((2, 8), (3, 10)):  # slow Developers: the page is open while loops 2 and 3 run
         script["loops"][t]["developer"].setdefault("actions", []).insert(0, {"sleep": seconds})
     (tmp_path / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False))
     ws = tmp_path / "ws"
