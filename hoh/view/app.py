@@ -98,26 +98,28 @@ class View:
             raise LookupError("no such workspace in this view") from None
 
     def trouble(self, source: Source | None, err: Exception, status_code: int = 200) -> HTMLResponse:
-        """A workspace that cannot be read (missing, half-written, corrupt) is a page saying why, not a crash."""
+        """A workspace that cannot be read (missing, half-written, corrupt) is a page saying why, not a crash;
+        it reloads itself when the workspace changes (a run that was starting has written its files)."""
         return self.render("trouble.html.j2", status_code=status_code, source=source, error=str(err),
-                           kind=type(err).__name__)
+                           etag=source.etag() if source else "")
 
     # ---- pages ---------------------------------------------------------------------------------
     def index(self, request: Request) -> Response:
+        etag = "~".join(source.etag() for source in self.sources)  # before reading: a change meanwhile shows next
         rows = []
         for source in self.sources:
             try:
                 rows.append((source, model.header(source), None))
             except UNREADABLE as err:
                 rows.append((source, None, str(err)))
-        return self.render("index.html.j2", rows=rows, etag="~".join(source.etag() for source in self.sources))
+        return self.render("index.html.j2", rows=rows, etag=etag)
 
     def run(self, request: Request) -> Response:
         source = self.source(request)
-        page = _int(request.query_params.get("page"), 1)
+        page, etag = _int(request.query_params.get("page"), 1), source.etag()
         try:
             return self.render("run.html.j2", source=source, head=model.header(source),
-                               loops=model.loop_page(source, page), etag=source.etag())
+                               loops=model.loop_page(source, page), etag=etag)
         except UNREADABLE as err:
             return self.trouble(source, err)
 
@@ -151,15 +153,16 @@ class View:
 
     def ledger(self, request: Request) -> Response:
         source = self.source(request)
+        etag = source.ledger_etag()
         try:
             return self.render("ledger.html.j2", source=source, head=model.header(source),
-                               ledger=model.ledger(source), etag=source.ledger_etag())
+                               ledger=model.ledger(source), etag=etag)
         except UNREADABLE as err:
             return self.trouble(source, err)
 
     def loop(self, request: Request) -> Response:
         source = self.source(request)
-        t = _int(request.path_params["t"], 0)
+        t, etag = _int(request.path_params["t"], 0), source.etag()
         try:
             detail = model.loop_detail(source, t)
             if detail is None:
@@ -167,7 +170,7 @@ class View:
             ledger = model.ledger(source)
             return self.render("loop.html.j2", source=source, head=model.header(source), d=detail, lp=detail.loop,
                                attempts=transcripts.attempts(source, t), back=model.page_of(source, t),
-                               behaviours={b["id"]: b for b in ledger.behaviours}, etag=source.etag())
+                               behaviours={b["id"]: b for b in ledger.behaviours}, etag=etag)
         except UNREADABLE as err:
             return self.trouble(source, err)
 
@@ -186,12 +189,13 @@ class View:
     def attempt(self, request: Request) -> Response:
         source = self.source(request)
         t, ref = _int(request.path_params["t"], 0), request.path_params["ref"]
+        etag = source.etag() + transcripts.stamp(source, f"{t}/{ref}")
         try:
             shown = transcripts.transcript(source, t, ref)
             if shown is None:
                 return self.trouble(source, LookupError(f"loop {t} has no attempt {ref}"), 404)
             return self.render("attempt.html.j2", source=source, t=t, ref=ref, shown=shown,
-                               etag=source.etag() + transcripts.stamp(source, f"{t}/{ref}"))
+                               etag=etag)
         except UNREADABLE as err:
             return self.trouble(source, err)
 
@@ -236,8 +240,7 @@ def create_app(roots: list[Path], hosts: list[str] = ()) -> Starlette:
     view = View(roots)
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return view.render("trouble.html.j2", status_code=404, source=None, error=str(exc) or "not found",
-                           kind="not found")
+        return view.render("trouble.html.j2", status_code=404, source=None, error=str(exc) or "not found", etag="")
 
     routes = [
         Route("/", view.index), Route("/poll", view.poll_all), Route("/w/{ws}/", view.run), Route("/w/{ws}/poll", view.poll),

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import HohError
 from ..store.events import AttemptFinished
 from ..transcript import AttemptRef, Transcript, TranscriptEntry, attempts_of, read_transcript
 from . import model
@@ -98,7 +99,7 @@ def stamp(source: Source, watched: str | None) -> str:
     t, _, name = watched.partition("/")
     try:
         found = _find(source, int(t), name)
-    except (ValueError, OSError):
+    except (HohError, ValueError, OSError):  # a journal that cannot be read: the run's own stamp still moves
         return ""
     if found is None:
         return ""
