@@ -169,10 +169,26 @@ def test_a_live_a_rejected_and_a_hostile_attempt_still_export_what_harbor_accept
     hostile = roles / "developer" / "attempt-2" / "events.jsonl"
     hostile.write_bytes(b"\x00\xff binary\n[1]\n" + json.dumps({"type": "tool", "name": ["x"], "exit_code": "2"}).encode()
                         + b"\n" + json.dumps({"type": "message", "text": "\ud800 " + "B" * 100_000}).encode() + b"\n{\"cut")
+    planner = roles / "planner" / "attempt-1"  # a claude attempt: thinking, a call, its result, a stray result
+    (planner / "inputs.json").write_text(json.dumps({"harness": "claude", "model": "claude-sonnet-4-5"}))
+    events = [{"type": "assistant", "timestamp": "2026-12-01T10:00:00.000Z", "message": {"content": [
+                  {"type": "thinking", "thinking": "look first"}, {"type": "text", "text": "I will list the files"},
+                  {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}},
+              {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "calc.py"}]}},
+              {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t9", "content": "stray"}]}},
+              {"type": "assistant", "message": {"content": [{"type": "text", "text": "{}"}]}}]
+    (planner / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     out = tmp_path / "atif"
     assert export(ws, out).returncode == 0
     report = harbor_accepts(harbor_python, out)
     assert report["loop-0002-developer-attempt-1.json"]["sources"][-1] == "system"  # the re-ask
+    steps = load(out, "loop-0002-planner-attempt-1.json")["steps"]
+    assert [s["source"] for s in steps] == ["user", "agent", "system", "agent"]
+    assert steps[1]["reasoning_content"] == "look first" and steps[1]["message"] == "I will list the files"
+    assert steps[1]["timestamp"] == "2026-12-01T10:00:00.000Z"
+    assert steps[1]["tool_calls"] == [{"tool_call_id": "t1", "function_name": "Bash", "arguments": {"command": "ls"}}]
+    assert steps[1]["observation"] == {"results": [{"content": "calc.py", "source_call_id": "t1"}]}
+    assert steps[2]["observation"] == {"results": [{"content": "stray"}]}  # its call is not in that step
     reask = load(out, "loop-0002-developer-attempt-1.json")["steps"][-1]["message"]
     assert reask == "hoh rejected this reply (hoh re-asked in attempt 2):\n- tasks: T9 is not in the plan"
     live = load(out, "loop-0002-qa-attempt-1.json")

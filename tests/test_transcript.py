@@ -316,3 +316,33 @@ def test_a_hostile_attempt_dir_reads_without_raising(tmp_path):
     assert read_transcript(attempt).loop == 3  # the directory's own place in the tree
     empty = fake_attempt(tmp_path / "empty", harness="codex")
     assert [e.text for e in read_transcript(empty).entries] == ["do the work", "no events.jsonl yet"]
+
+
+THINKING = {
+    "codex": [{"type": "item.completed", "item": {"id": "item_0", "type": "reasoning", "text": "plan it"}},
+              {"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": "done"}}],
+    "opencode": [{"type": "reasoning", "timestamp": 1796024964506, "part": {"type": "reasoning", "text": "plan it"}},
+                 {"type": "text", "timestamp": 1796024964507, "part": {"type": "text", "text": "done"}}],
+    "pi": [{"type": "message_end", "message": {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "plan it"}, {"type": "text", "text": "done"}], "stopReason": "stop"}}],
+    "claude": [{"type": "assistant", "message": {"model": "claude-sonnet-4-5", "content": [
+        {"type": "thinking", "thinking": "plan it"}, {"type": "text", "text": "done"}]}}],
+}
+
+
+@pytest.mark.parametrize("cli", sorted(THINKING))
+def test_thinking_is_read_from_each_cli_s_own_block(cli):
+    stream = "".join(json.dumps(event) + "\n" for event in THINKING[cli])
+    entries = ADAPTERS[cli].transcript_entries(stream)
+    assert [(e.kind, e.text) for e in entries] == [(EntryKind.THINKING, "plan it"), (EntryKind.MESSAGE, "done")]
+
+
+def test_a_run_set_aside_after_a_transient_failure_comes_first_and_says_so(tmp_path):
+    attempt = fake_attempt(tmp_path, harness="codex")
+    shutil.copy(STREAMS / "codex" / "http429.jsonl", attempt / "events.transient-1.jsonl")
+    shutil.copy(STREAMS / "codex" / "success.jsonl", attempt / "events.jsonl")
+    t = read_transcript(attempt)
+    assert [e.text for e in t.entries[:3]] == [
+        "do the work", "exceeded retry limit, last status: 429 Too Many Requests",
+        "this run ended in a transient failure (rate limit, network); hoh ran the attempt again"]
+    assert t.entries[3:] == ADAPTERS["codex"].transcript_entries((STREAMS / "codex" / "success.jsonl").read_bytes())
