@@ -22,8 +22,9 @@ from ..errors import UsageError
 from ..paths import WorkspacePaths
 from ..store.lock import lock_held
 
-SEARCH_DEPTH = 5
-"""How far below a `-w` folder workspaces are looked for (a bench OUT dir keeps them a few levels down)."""
+SEARCH_DEPTH = 6
+"""How far below a `-w` folder workspaces are looked for (a bench OUT dir keeps each trial's in
+`hoh/workspace` of the trial's folder, under the job's: several levels down)."""
 SKIP_DIRS = {"history.git", "project", "scratch", "state", ".git", "node_modules", ".venv", "__pycache__"}
 """Folders that are never a workspace's parent: the insides of one, and the usual bulky trees."""
 
