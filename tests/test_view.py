@@ -224,6 +224,7 @@ def test_only_loopback_hosts_are_answered(demo_ws):
     app = create_app([demo_ws])
     assert TestClient(app, base_url="http://evil.example").get("/").status_code == 400
     assert TestClient(app, base_url="http://localhost").get("/").status_code == 200
+    assert TestClient(app, base_url=BASE).post("/w/0/", content=b"x").status_code == 405  # GET is all it answers
     assert loopback_host("localhost") == "127.0.0.1" and loopback_host("127.0.0.1") == "127.0.0.1"
     for host in ("0.0.0.0", "192.168.1.2", "::1", "example.com"):
         with pytest.raises(UsageError, match="loopback only"):
