@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -32,6 +36,15 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("loop-*.json")):
         report[path.name] = {"ok": True, "steps": len(t.steps), "sources": [s.source for s in t.steps]}
     except Exception as err:
         report[path.name] = {"ok": False, "error": str(err)[:2000]}
+from harbor.models.trial.result import TrialResult
+for trial in sorted(pathlib.Path(sys.argv[1]).glob("harbor-jobs/*/*")):
+    try:
+        result = TrialResult.model_validate_json((trial / "result.json").read_text(encoding="utf-8"))
+        Trajectory.model_validate_json((trial / "agent" / "trajectory.json").read_text(encoding="utf-8"))
+        report[f"trial {trial.name}"] = {"ok": True, "task": result.task_name, "agent": result.agent_info.name,
+                                         "input_tokens": result.agent_result.n_input_tokens}
+    except Exception as err:
+        report[f"trial {trial.name}"] = {"ok": False, "error": str(err)[:2000]}
 print(json.dumps(report))
 """
 
@@ -60,7 +73,11 @@ def harbor_accepts(python: Path, out: Path) -> dict[str, dict]:
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     index = json.loads((out / "index.json").read_text())
-    assert sorted(report) == sorted(item["file"] for item in index["trajectories"])
+    files = [item["file"] for item in index["trajectories"]]
+    assert sorted(report) == sorted(files + [f"trial {name.removesuffix('.json')}" for name in files])
+    for name in files:  # Harbor's jobs layout holds the same trajectory, a hard link to the flat file
+        (trial,) = out.glob(f"harbor-jobs/*/{name.removesuffix('.json')}")
+        assert (trial / "agent" / "trajectory.json").read_bytes() == (out / name).read_bytes()
     refused = {name: r["error"] for name, r in report.items() if not r["ok"]}
     assert not refused, refused
     return report
@@ -95,11 +112,13 @@ def test_the_scripted_demo_exports_one_trajectory_per_attempt_that_harbor_accept
     out = tmp_path / "atif"
     result = export(demo, out)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"exported 6 trajectories to {out} (index.json lists them in run order)"
+    assert result.stdout.strip() == (f"exported 6 trajectories to {out} (index.json lists them in run order; "
+                                     f"Harbor's viewer: harbor view {out / 'harbor-jobs'} --jobs)")
     index = json.loads((out / "index.json").read_text())
     assert [(i["loop"], i["role"], i["attempt"]) for i in index["trajectories"]] == [
         (loop, role, 1) for loop in (1, 2) for role in ("planner", "developer", "qa")]
-    assert sorted(p.name for p in out.iterdir()) == sorted(["index.json"] + [i["file"] for i in index["trajectories"]])
+    assert sorted(p.name for p in out.iterdir()) == sorted(["harbor-jobs", "index.json"] +
+                                                          [i["file"] for i in index["trajectories"]])
     report = harbor_accepts(harbor_python, out)
     assert report["loop-0001-developer-attempt-1.json"]["sources"] == ["user", "agent", "agent", "agent"]
     doc = load(out, "loop-0001-developer-attempt-1.json")
@@ -137,7 +156,9 @@ def test_a_real_cli_run_exports_trajectories_harbor_accepts(name, reference, har
     result = export(ws, out)
     assert result.returncode == 0, result.stderr
     report = harbor_accepts(harbor_python, out)
-    assert sorted(report) == [f"loop-0001-{role}-attempt-1.json" for role in ("developer", "planner", "qa")]
+    assert sorted(name for name in report if name.startswith("loop-")) == [
+        f"loop-0001-{role}-attempt-1.json" for role in ("developer", "planner", "qa")]
+    assert report["trial loop-0001-developer-attempt-1"]["agent"] == f"hoh/{name}"
     doc = load(out, "loop-0001-developer-attempt-1.json")
     assert doc["agent"]["name"] == f"hoh/{name}" and doc["agent"]["model_name"] == MODEL[name]
     assert doc["steps"][0]["source"] == "user" and doc["steps"][0]["message"].startswith(
@@ -247,3 +268,42 @@ def test_an_earlier_export_is_replaced_whole(demo, tmp_path):
     assert not (out / "loop-0009-qa-attempt-1.json").exists() and len(list(out.glob("loop-*.json"))) == 6
     assert sorted(p.name for p in tmp_path.iterdir()) == ["atif"]  # nothing left beside it
     assert run_hoh("export", "atif", "--help").returncode == 0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_harbor_s_own_viewer_lists_the_attempts_and_serves_their_trajectories(demo, tmp_path, harbor_python):
+    out = tmp_path / "atif"
+    assert export(demo, out).returncode == 0
+    port = free_port()
+    viewer = subprocess.Popen([str(harbor_python.parent / "harbor"), "view", str(out / "harbor-jobs"), "--jobs",
+                               "--port", str(port), "--no-build"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}/api/jobs"
+        local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy for localhost
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                jobs = json.loads(local.open(base, timeout=5).read())
+                break
+            except OSError:
+                assert time.monotonic() < deadline and viewer.poll() is None, "harbor view did not start"
+                time.sleep(0.5)
+        assert [job["name"] for job in jobs["items"]] == ["hoh-ws"]
+        trials = json.loads(local.open(f"{base}/hoh-ws/trials", timeout=10).read())["items"]
+        assert sorted(t["name"] for t in trials) == sorted(p.stem for p in out.glob("loop-*.json"))
+        developer = next(t for t in trials if t["name"] == "loop-0001-developer-attempt-1")
+        assert (developer["task_name"], developer["agent_name"]) == ("loop-0001", "hoh/scripted")
+        assert developer["input_tokens"] == load(out, "loop-0001-developer-attempt-1.json")["final_metrics"][
+            "total_prompt_tokens"]
+        served = json.loads(local.open(
+            f"{base}/hoh-ws/trials/loop-0001-developer-attempt-1/trajectory", timeout=10).read())
+        assert served == load(out, "loop-0001-developer-attempt-1.json")
+    finally:
+        os.killpg(viewer.pid, signal.SIGTERM)
+        viewer.wait(timeout=30)

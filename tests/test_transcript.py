@@ -177,7 +177,13 @@ def test_attempts_of_lists_a_loop_in_run_order_with_interrupted_runs_first(demo,
         ("planner", 1, False, None, 1), ("planner", 2, False, None, 1), ("developer", 1, True, 1, 1),
         ("developer", 1, False, None, 1), ("qa", 1, False, None, 1)]
     assert refs[2].path == loop / "roles" / "developer.interrupted-1" / "attempt-1"
-    assert read_transcript(refs[2].path).role == "developer"
+    finished = read_transcript(refs[2].path)  # it had ended before its role was cut off
+    assert (finished.role, finished.interrupted, finished.live, finished.outcome) == ("developer", False, False, "ok")
+    (refs[2].path / "result.json").unlink()
+    cut = read_transcript(refs[2].path)
+    assert (cut.interrupted, cut.live, cut.outcome, cut.ok) == (True, False, None, None)
+    assert cut.entries[-1].text == "the attempt was cut off (hoh stopped or crashed) and set aside when the run resumed"
+    assert cut.final_message == finished.final_message and cut.usage == finished.usage  # read from its stream
     assert attempts_of(tmp_path / "missing") == []
 
 
@@ -346,3 +352,16 @@ def test_a_run_set_aside_after_a_transient_failure_comes_first_and_says_so(tmp_p
         "do the work", "exceeded retry limit, last status: 429 Too Many Requests",
         "this run ended in a transient failure (rate limit, network); hoh ran the attempt again"]
     assert t.entries[3:] == ADAPTERS["codex"].transcript_entries((STREAMS / "codex" / "success.jsonl").read_bytes())
+
+
+def test_a_live_attempt_masks_the_secrets_hoh_would_scrub_at_its_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOH_TRANSCRIPT_KEY", "sk-live-secret-1234")
+    (tmp_path / "hoh.yaml").write_text("harness:\n  name: codex\n  base_url: http://127.0.0.1:9/v1\n"
+                                       "  api_key_env: HOH_TRANSCRIPT_KEY\n")
+    attempt = fake_attempt(tmp_path, harness="codex")
+    leak = {"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": "env",
+                                               "aggregated_output": "KEY=sk-live-secret-1234\n", "exit_code": 0}}
+    (attempt / "events.jsonl").write_text(json.dumps(leak) + "\n")
+    live = read_transcript(attempt)
+    assert [e.text for e in live.entries[1:]] == ["env", "KEY=<redacted>\n[exit code 0]"]
+    assert "sk-live-secret-1234" not in json.dumps(live.to_json())

@@ -17,7 +17,8 @@ app = typer.Typer(name="export", no_args_is_help=True, add_completion=False, ric
 def atif(
     workspace: Path = typer.Option(..., "--workspace", "-w", help="The hoh workspace to read (never written)."),
     out: Path = typer.Option(..., "--output", "-o", help="The directory to write: one "
-                             "loop-NNNN-ROLE-attempt-K.json per role attempt and index.json; a new directory, "
+                             "loop-NNNN-ROLE-attempt-K.json per role attempt, index.json and harbor-jobs/ (for "
+                             "`harbor view DIR/harbor-jobs --jobs`); a new directory, "
                              "an empty one, or an earlier export (replaced whole)."),
 ) -> None:
     """Every role attempt (prompt, messages, thinking, tool calls with their inputs and outputs, errors, usage)
@@ -27,4 +28,5 @@ def atif(
 
     done = export_workspace(workspace, out)
     live = f" ({done.live} still running)" if done.live else ""
-    print(f"exported {len(done.files)} trajectories{live} to {done.directory} (index.json lists them in run order)")
+    print(f"exported {len(done.files)} trajectories{live} to {done.directory} (index.json lists them in run order; "
+          f"Harbor's viewer: harbor view {done.directory / 'harbor-jobs'} --jobs)")

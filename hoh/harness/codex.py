@@ -215,7 +215,7 @@ def codex_output(item: dict[str, Any]) -> tuple[str, bool]:
     if item.get("type") == "command_execution":
         code = item.get("exit_code")
         output = as_text(item.get("aggregated_output"))
-        return (output + ("\n" if output else "") + f"[exit code {code}]",
+        return (output + ("\n" if output and not output.endswith("\n") else "") + f"[exit code {code}]",
                 status == "failed" or (isinstance(code, int) and code != 0))
     if item.get("type") == "mcp_tool_call":
         error = (item.get("error") or {}).get("message") if isinstance(item.get("error"), dict) else item.get("error")

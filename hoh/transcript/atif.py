@@ -26,6 +26,10 @@ from ..store.workspace import is_workspace
 from .reader import AttemptRef, EntryKind, Transcript, TranscriptEntry, attempts_of, read_transcript
 
 ATIF_VERSION = "ATIF-v1.6"
+JOBS = "harbor-jobs"
+"""The export as a Harbor jobs folder, for `harbor view DIR/harbor-jobs`: one job (the workspace), one trial per
+attempt with the trial result Harbor's viewer lists (`result.json`) and the trajectory (`agent/trajectory.json`,
+a hard link to the flat file)."""
 INDEX = "index.json"
 """The export's own index: every trajectory file in the order the attempts ran; it also marks a directory as
 an earlier hoh export, which a new export may replace."""
@@ -49,7 +53,7 @@ def trajectory(t: Transcript, ref: AttemptRef | None = None) -> dict[str, Any]:
     for entry in t.entries:
         steps.add(entry)
     steps.flush()
-    interrupted = ref is not None and ref.interrupted
+    interrupted = t.interrupted or (ref is not None and ref.interrupted)
     name = _stem(t, ref)
     usage = t.usage
     return {
@@ -189,6 +193,7 @@ def export_workspace(workspace: Path, out: Path) -> Exported:
             name = _stem(t, ref) + ".json"
             doc = trajectory(t, ref)
             (staging / name).write_bytes(dump_json(doc).encode("utf-8", errors="replace"))
+            _harbor_trial(staging / JOBS / f"hoh-{root.name}", staging / name, t, root, out)
             files.append(name)
             live += t.live
             index.append({"file": name, "loop": t.loop, "role": t.role, "attempt": t.attempt, "harness": t.harness,
@@ -201,6 +206,42 @@ def export_workspace(workspace: Path, out: Path) -> Exported:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return Exported(out, files, live)
+
+
+def _harbor_trial(job: Path, trajectory_file: Path, t: Transcript, root: Path, out: Path) -> None:
+    """One attempt as a Harbor trial dir. Only the fields Harbor's `TrialResult` requires, and what its viewer
+    lists (agent, model, tokens, cost, times): a hoh attempt has no Harbor task, so the workspace stands in as the
+    task's path and the loop as its name, which groups a loop's attempts."""
+    trial = job / trajectory_file.stem
+    final = out / JOBS / job.name / trial.name  # where the trial will be once the export is renamed into place
+    (trial / "agent").mkdir(parents=True)
+    try:
+        os.link(trajectory_file, trial / "agent" / "trajectory.json")
+    except OSError:  # a filesystem without hard links
+        shutil.copyfile(trajectory_file, trial / "agent" / "trajectory.json")
+    usage = t.usage
+    started = t.entries[0].at if t.entries and t.entries[0].kind is EntryKind.PROMPT else None
+    result = {
+        "task_name": f"loop-{t.loop:04d}", "trial_name": trial.name, "trial_uri": final.as_uri(),
+        "task_id": {"path": str(root)}, "task_checksum": "", "config": {"task": {"path": str(root)}},
+        "agent_info": {"name": f"hoh/{t.harness}", "version": _hoh_version(),
+                       "model_info": {"name": t.model} if t.model else None},
+        "agent_result": {"n_input_tokens": usage.input_tokens, "n_cache_tokens": usage.cached_input_tokens,
+                         "n_output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd},
+        "started_at": started, "finished_at": _finished(t),
+    }
+    (trial / "result.json").write_bytes(dump_json(result).encode("utf-8", errors="replace"))
+
+
+def _finished(t: Transcript) -> str | None:
+    result = t.path / "result.json" if t.path is not None else None
+    if result is None or t.live:
+        return None
+    from datetime import datetime, timezone
+    try:
+        return datetime.fromtimestamp(result.lstat().st_mtime, tz=timezone.utc).isoformat()
+    except OSError:
+        return None
 
 
 def _swap_in(staging: Path, out: Path) -> None:

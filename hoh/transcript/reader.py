@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,9 @@ class Transcript:
     errors: list[str]
     """Why hoh rejected the reply (schema errors, violations): what the next re-ask was about."""
     live: bool = False
-    """No result.json yet: the attempt is running (or was cut off)."""
+    """No result.json yet and not set aside: the attempt is running (or hoh died with it, until a resume)."""
+    interrupted: bool = False
+    """The attempt was cut off and set aside on resume (`roles/<role>.interrupted-N/`)."""
     ok: bool | None = None
     """hoh accepted the reply; None while live."""
     session_id: str | None = None
@@ -72,7 +74,8 @@ class Transcript:
         return {"role": self.role, "loop": self.loop, "attempt": self.attempt, "harness": self.harness,
                 "entries": [e.to_json() for e in self.entries], "outcome": self.outcome,
                 "final_message": self.final_message, "usage": self.usage.to_json(), "errors": self.errors,
-                "live": self.live, "ok": self.ok, "session_id": self.session_id, "duration_s": self.duration_s,
+                "live": self.live, "interrupted": self.interrupted, "ok": self.ok, "session_id": self.session_id,
+                "duration_s": self.duration_s,
                 "model": self.model}
 
 
@@ -107,7 +110,11 @@ def read_transcript(attempt_dir: Path) -> Transcript:
     inputs = _json_file(attempt_dir / "inputs.json", entries)
     result = _json_file(attempt_dir / "result.json", entries)
     role, loop, attempt = _identity(attempt_dir, inputs)
-    live = result is None
+    # A set-aside attempt was cut off and will never finish; any other without result.json is still running (or
+    # its process died with hoh's, which only the next resume tells: it sets the attempt aside).
+    set_aside = SET_ASIDE.fullmatch(attempt_dir.parent.name) is not None
+    interrupted = set_aside and result is None  # a set-aside role's earlier attempts may have finished
+    live = result is None and not set_aside
     prompt = _text_file(attempt_dir / "prompt.md")
     # hoh writes prompt.md just before the CLI starts: its time is the attempt's start, for every CLI.
     entries.insert(0, TranscriptEntry(EntryKind.PROMPT, prompt if prompt is not None else "[no prompt.md]",
@@ -124,6 +131,9 @@ def read_transcript(attempt_dir: Path) -> Transcript:
         entries.append(TranscriptEntry(EntryKind.ERROR, "no events.jsonl" + (" yet" if live else "")))
     else:
         entries += _entries(adapter, events, not live)
+    if interrupted:
+        entries.append(TranscriptEntry(EntryKind.ERROR, "the attempt was cut off (hoh stopped or crashed) and set "
+                                                        "aside when the run resumed", at=_mtime(attempt_dir)))
     recorded = (result or {}).get("errors")
     errors = [clip(e if isinstance(e, str) else json.dumps(e, default=str), MAX_TEXT)
               for e in (recorded if isinstance(recorded, list) else [])]
@@ -132,14 +142,20 @@ def read_transcript(attempt_dir: Path) -> Transcript:
         then = f"hoh re-asked in attempt {attempt + 1}" if rejected_next else "no re-ask followed"
         entries.append(TranscriptEntry(EntryKind.REASK, f"hoh rejected this reply ({then}):\n" +
                                        "\n".join(f"- {e}" for e in errors), at=_mtime(attempt_dir / "result.json")))
-    usage, final, session = _live_facts(adapter, events) if live else (None, None, None)
+    unfinished = result is None  # what hoh did not record is read from the stream itself
+    if unfinished:
+        # hoh scrubs known secrets from a stream when its attempt ends; one still running (or cut off) is not yet
+        # scrubbed, so the secrets a reader could show or export (a login token the agent printed) are masked here.
+        entries = _redacted(entries, _secrets(attempt_dir, role))
+    usage, final, session = _live_facts(adapter, events) if unfinished else (None, None, None)
     return Transcript(
         role=role, loop=loop, attempt=attempt, harness=name, entries=entries,
         outcome=_str(harness_result.get("outcome")),
-        final_message=_str(harness_result.get("final_message"), MAX_TEXT) if not live else final,
-        usage=_usage(harness_result.get("usage")) if not live else (usage or Usage()), errors=errors, live=live,
+        final_message=_str(harness_result.get("final_message"), MAX_TEXT) if not unfinished else final,
+        usage=_usage(harness_result.get("usage")) if not unfinished else (usage or Usage()), errors=errors,
+        live=live, interrupted=interrupted,
         ok=result.get("ok") if result is not None and isinstance(result.get("ok"), bool) else None,
-        session_id=_str(harness_result.get("session_id")) if not live else session,
+        session_id=_str(harness_result.get("session_id")) if not unfinished else session,
         duration_s=_float(harness_result.get("duration_s")), model=_str((inputs or {}).get("model")),
         path=attempt_dir, rejected_next=bool(errors) and rejected_next)
 
@@ -298,6 +314,32 @@ def _live_facts(adapter: Any, events: bytes | None) -> tuple[Usage | None, str |
         return parsed.usage, _str(parsed.final_message, MAX_TEXT), _str(parsed.session_id)
     except Exception:  # noqa: BLE001 - parsers are tolerant, but a live view must outlive any stream
         return None, None, None
+
+
+def _secrets(attempt_dir: Path, role: str) -> list[str]:
+    """The values hoh's scrub would remove from this attempt's logs: the API key named by the role's harness
+    settings and the tokens of the logins it is given (`HarnessAdapter.secrets`)."""
+    if len(attempt_dir.parents) <= 5:
+        return []
+    root = attempt_dir.parents[5]
+    try:
+        from ..config import load_config, role_harness
+        from ..harness import registry
+        from ..harness.attempt import RoleRequest
+        from ..paths import WorkspacePaths
+        adapter = registry.create(role_harness(load_config(root / "hoh.yaml"), role))
+        home = WorkspacePaths(root).harness_home(adapter.name) / role
+        return adapter.secrets(RoleRequest(role=role, loop=0, attempt=0, prompt="", workdir=root, access="read-only",
+                                           home=home))
+    except Exception:  # noqa: BLE001 - no readable settings: nothing is known to mask (the end-of-attempt scrub stays)
+        return []
+
+
+def _redacted(entries: list[TranscriptEntry], secrets: list[str]) -> list[TranscriptEntry]:
+    from ..harness.secrets import redact
+    if not secrets:
+        return entries
+    return [replace(e, text=redact(e.text, secrets)) if any(s in e.text for s in secrets) else e for e in entries]
 
 
 # ---- typed reads of untyped values -------------------------------------------------------------------------
