@@ -357,6 +357,11 @@ def test_an_interrupted_attempt_is_listed_and_its_transcript_opens(demo_ws, tmp_
     assert row and "interrupted" in row.group(0)
     page = c.get("/w/0/loop/2/attempt/developer.interrupted-1/attempt-1")
     assert page.status_code == 200 and 'id="transcript"' in page.text and "k-tool_call" in page.text
+    # Its raw stream was never scrubbed of secrets (hoh does that when an attempt ends): only the page shows it.
+    assert "events.jsonl" not in page.text and "prompt.md" in page.text
+    raw = c.get("/w/0/file/state/loops/0002/roles/developer.interrupted-1/attempt-1/events.jsonl")
+    assert raw.status_code == 404 and "not yet scrubbed" in raw.text
+    assert c.get("/w/0/file/state/loops/0002/roles/developer/attempt-1/events.jsonl").status_code == 200
     assert c.get("/w/0/loop/2/attempt/developer/attempt-9").status_code == 404
     assert c.get("/w/0/loop/2/attempt/..%2f..%2f0001/roles/qa/attempt-1").status_code == 404
 

@@ -3,7 +3,8 @@
 Everything under a workspace but hoh's own records was written by an untrusted agent, so a requested
 path is taken apart before anything is opened: no absolute path, no `..`, no component that is a
 symlink (checked on disk, one component at a time), and the resolved file must still lie inside the
-workspace's `state/` (evidence, replays, attempt records) or be the frozen spec. What comes back is
+workspace's `state/` (evidence, replays, attempt records) or be the frozen spec; an attempt's raw stream is
+served only once the attempt has ended and hoh has scrubbed it of the secrets it knows. What comes back is
 bytes for a `text/plain` response, cut at `MAX_FILE_BYTES`.
 
 The diff comes from history.git with `--no-optional-locks` (git writes no lock or index refresh)
@@ -13,6 +14,7 @@ through hoh's one hardened git command line (`store.gitrun`), without textconv o
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -57,7 +59,21 @@ def safe_file(root: Path, rel: str) -> Path:
     resolved = here.resolve()
     if not resolved.is_relative_to(real_root):
         raise Refused("outside the workspace")
+    if unscrubbed(resolved):
+        raise Refused("the raw stream of an attempt that has not ended (not yet scrubbed of secrets); "
+                      "its transcript page shows it")
     return resolved
+
+
+UNSCRUBBED = re.compile(r"events(\.[a-z]+-[0-9]+)?\.jsonl|stderr\.log")
+"""An attempt's raw streams: hoh scrubs known secrets from them when the attempt ends (result.json)."""
+
+
+def unscrubbed(path: Path) -> bool:
+    """Whether `path` is a raw stream of an attempt that has not ended: not served (its transcript page masks
+    the secrets hoh knows of; the file itself is served once hoh has scrubbed it)."""
+    return bool(UNSCRUBBED.fullmatch(path.name)) and re.fullmatch(r"attempt-[0-9]+", path.parent.name) is not None \
+        and not (path.parent / "result.json").is_file()
 
 
 def read_capped(path: Path, cap: int = MAX_FILE_BYTES) -> tuple[bytes, bool]:

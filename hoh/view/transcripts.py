@@ -18,6 +18,7 @@ from ..errors import HohError
 from ..store.events import AttemptFinished
 from ..transcript import AttemptRef, Transcript, TranscriptEntry, attempts_of, read_transcript
 from . import model
+from .files import unscrubbed
 from .sources import Source
 
 MAX_ENTRIES = 3000
@@ -87,7 +88,8 @@ def transcript(source: Source, t: int, name: str) -> Shown | None:
         if chars > MAX_PAGE_CHARS and entries:
             break
         entries.append(entry)
-    present = [source.paths.rel(path / f) for f in ATTEMPT_FILES if (path / f).is_file() and not (path / f).is_symlink()]
+    present = [source.paths.rel(path / f) for f in ATTEMPT_FILES
+               if (path / f).is_file() and not (path / f).is_symlink() and not unscrubbed(path / f)]
     return Shown(row, read, entries, len(read.entries) - len(entries), present)
 
 
