@@ -361,7 +361,9 @@ def test_a_live_attempt_masks_the_secrets_hoh_would_scrub_at_its_end(tmp_path, m
     attempt = fake_attempt(tmp_path, harness="codex")
     leak = {"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": "env",
                                                "aggregated_output": "KEY=sk-live-secret-1234\n", "exit_code": 0}}
-    (attempt / "events.jsonl").write_text(json.dumps(leak) + "\n")
+    said = {"type": "item.completed", "item": {"id": "item_1", "type": "agent_message", "text": "sk-live-secret-1234"}}
+    (attempt / "events.jsonl").write_text(json.dumps(leak) + "\n" + json.dumps(said) + "\n")
     live = read_transcript(attempt)
-    assert [e.text for e in live.entries[1:]] == ["env", "KEY=<redacted>\n[exit code 0]"]
+    assert [e.text for e in live.entries[1:]] == ["env", "KEY=<redacted>\n[exit code 0]", "<redacted>"]
+    assert live.final_message == "<redacted>"
     assert "sk-live-secret-1234" not in json.dumps(live.to_json())

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..harness.entries import (MAX_STREAM_BYTES, MAX_TEXT, EntryKind, TranscriptEntry, clip, entries_of_stream,
                               generic_entries)
+from ..harness.secrets import redact
 from ..paths import ROLES
 from ..usage import Usage
 
@@ -143,11 +144,13 @@ def read_transcript(attempt_dir: Path) -> Transcript:
         entries.append(TranscriptEntry(EntryKind.REASK, f"hoh rejected this reply ({then}):\n" +
                                        "\n".join(f"- {e}" for e in errors), at=_mtime(attempt_dir / "result.json")))
     unfinished = result is None  # what hoh did not record is read from the stream itself
+    usage, final, session = _live_facts(adapter, events) if unfinished else (None, None, None)
     if unfinished:
         # hoh scrubs known secrets from a stream when its attempt ends; one still running (or cut off) is not yet
         # scrubbed, so the secrets a reader could show or export (a login token the agent printed) are masked here.
-        entries = _redacted(entries, _secrets(attempt_dir, role))
-    usage, final, session = _live_facts(adapter, events) if unfinished else (None, None, None)
+        secrets = _secrets(attempt_dir, role)
+        entries = _redacted(entries, secrets)
+        final = redact(final, secrets) if final and secrets else final
     return Transcript(
         role=role, loop=loop, attempt=attempt, harness=name, entries=entries,
         outcome=_str(harness_result.get("outcome")),
@@ -336,7 +339,6 @@ def _secrets(attempt_dir: Path, role: str) -> list[str]:
 
 
 def _redacted(entries: list[TranscriptEntry], secrets: list[str]) -> list[TranscriptEntry]:
-    from ..harness.secrets import redact
     if not secrets:
         return entries
     return [replace(e, text=redact(e.text, secrets)) if any(s in e.text for s in secrets) else e for e in entries]
