@@ -183,6 +183,7 @@ FLOORS = [
     {"harbor"},
     {"bench"},
     {"report"},
+    {"view"},
     {"cli"},
     {"__main__"},
 ]

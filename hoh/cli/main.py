@@ -361,6 +361,19 @@ def doctor(
         raise typer.Exit(1)
 
 
+@app.command(cls=UsageCommand)
+def view(
+    workspaces: list[Path] = typer.Option(..., "--workspace", "-w", metavar="DIR", help="A workspace, or a folder holding several "
+                                                                          "(a bench OUT dir); repeat for more."),
+    port: Optional[int] = typer.Option(None, help="Port on the loopback (default: a free one)."),
+    host: str = typer.Option("127.0.0.1", help="Loopback address to serve on; any other is refused."),
+    no_open: bool = typer.Option(False, "--no-open", help="Print the URL only; do not open a browser."),
+) -> None:
+    """A live, read-only web view of runs: loops, ledger, diffs, every attempt's transcript (until Ctrl-C)."""
+    from .view import run
+    raise typer.Exit(run(workspaces, host, port, not no_open))
+
+
 @app.command("mock-llm", cls=UsageCommand)
 def mock_llm(
     script: Optional[Path] = typer.Option(None, help="JSON script of steps per role and loop."),

@@ -4,7 +4,7 @@ This is the only module of the report that knows where facts live on disk. It re
 existing readers — `open_workspace` (identity, spec, config), `store.status.workspace_status`
 (the journal's one fold: per-loop status, usage, attempts and wall time per role), `Ledger.load`,
 `load_state` for each loop's plan/developer/candidate/qa — plus one pass over the journal's typed
-events for what the fold does not keep (`_journal_facts`: each attempt's outcome, role failures,
+events for what the fold does not keep (`journal_facts`: each attempt's outcome, role failures,
 sessions, the stop reason) and one `git show --numstat` for the diff stats. When the journal or
 status code changes, only this module needs adjusting; the templates see `RunModel`.
 
@@ -191,12 +191,12 @@ def read_run(root: Path) -> RunModel:
     ws = open_workspace(Path(root))
     paths = ws.paths
     status = workspace_status(ws)
-    facts = _journal_facts(Journal(paths.journal))
+    facts = journal_facts(Journal(paths.journal))
     ledger = Ledger.load(paths.ledger)
-    loops = [_loop(paths, LoopSummary.from_json(entry), facts) for entry in status["loops"]]
+    loops = [loop_model(paths, LoopSummary.from_json(entry), facts) for entry in status["loops"]]
     budget = INLINE_TOTAL_BYTES
     for lp in reversed(loops):
-        lp.evidence, budget = _evidence(paths, paths.loop(lp.loop).evidence, budget)
+        lp.evidence, budget = evidence_files(paths, paths.loop(lp.loop).evidence, budget)
     model = RunModel(
         workspace=paths.root, title=spec_title(paths.spec.read_text(encoding="utf-8")),
         spec_sha256=ws.identity["spec_sha256"], roles=role_settings(ws),
@@ -232,7 +232,7 @@ def spec_title(spec: str) -> str:
     return first[:80] or "untitled spec"
 
 
-def _journal_facts(journal: Journal) -> dict[str, Any]:
+def journal_facts(journal: Journal) -> dict[str, Any]:
     """What the fold does not keep: each attempt, role failures, sessions, the stop reason."""
     attempts: dict[int, list[AttemptFinished]] = {}
     failures: dict[int, list[RoleFailed]] = {}
@@ -254,7 +254,7 @@ def _journal_facts(journal: Journal) -> dict[str, Any]:
     return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions}
 
 
-def _loop(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any]) -> LoopModel:
+def loop_model(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any]) -> LoopModel:
     t = entry.loop
     lp = paths.loop(t)
     attempts = [Attempt(ev.role, ev.attempt, ev.ok, ev.outcome, float(ev.seconds), list(ev.errors),
@@ -276,7 +276,7 @@ def _loop(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any]) -> L
     return model
 
 
-def _evidence(paths: WorkspacePaths, folder: Path, total: int) -> tuple[dict[str, EvidenceFile], int]:
+def evidence_files(paths: WorkspacePaths, folder: Path, total: int) -> tuple[dict[str, EvidenceFile], int]:
     """The loop's evidence files (QA's, copied in after validation), with inline text excerpts
     while the budget lasts; returns them and what is left of the report's `total` budget."""
     if not folder.is_dir():

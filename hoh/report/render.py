@@ -30,7 +30,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_num, usd=_usd, secs=_secs, score=_score, pct=_pct, md=_inline_code)
+    env.filters.update(FILTERS)
     return env
 
 
@@ -63,6 +63,10 @@ def _score(value: float | None) -> str:
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.0f}%"
+
+
+FILTERS = {"num": _num, "usd": _usd, "secs": _secs, "score": _score, "pct": _pct, "md": _inline_code}
+"""The templates' formatting filters (also `hoh view`'s, so both pages spell a figure alike)."""
 
 
 def check_output(out: Path) -> Path:
