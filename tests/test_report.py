@@ -289,3 +289,39 @@ def test_the_report_never_writes_state(demo_ws):
     assert run_hoh("report", "-w", demo_ws, "-o", demo_ws / "again.html").returncode == 0
     after = {p: p.stat().st_mtime_ns for p in (demo_ws / "state").rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_the_header_has_the_runs_time_without_its_stop_and_one_loop_reads_as_one_loop(make_project, tmp_path):
+    """Start, end and total run time in the header, the total the sessions' time only (from the journal's
+    own lines here, not hoh's fold); a one-loop run's plots are one bar among space, and its cumulative
+    line, one point, is drawn as a marker."""
+    proj = make_project(mini_script(1))
+    assert run_hoh("build", proj.spec, "-H", "scripted", "-w", proj.ws, "-q", "--loops", "1").returncode == 0
+    journal = proj.ws / "state" / "journal.jsonl"
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    # A second session a day later: the day it waited is not run time.
+    day = 86400.0
+    stopped = [*lines, {"v": 1, "seq": len(lines) + 1, "time": lines[-1]["time"] + day, "event": "run_started",
+                        "target_loops": 1, "resumed": True, "harness": "scripted", "sandbox": lines[1]["sandbox"]},
+               {**lines[-1], "seq": len(lines) + 2, "time": lines[-1]["time"] + day + 2.0}]
+    journal.write_text("".join(json.dumps(line) + "\n" for line in stopped))
+    run = report_data.read_run(proj.ws)
+    first, last = lines[1]["time"], lines[-1]["time"]
+    assert run.started == first and run.ended == last + day + 2.0
+    assert run.active_seconds == pytest.approx(last - first + 2.0, abs=0.01)
+    assert run_hoh("report", "-w", proj.ws).returncode == 0
+    page = Page(proj.ws / "report.html")
+    header = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page.text.split('id="run-time"')[1]
+                                                                     .split("</div>")[0])))
+    assert "from " in header and "UTC to " in header and "elapsed, stopped in between" in header
+
+    from matplotlib.figure import Figure
+
+    from hoh.report.plots import _loop_axis, workspace_plots
+    ax = Figure().add_subplot()
+    _loop_axis(ax, [1])
+    low, high = ax.get_xlim()
+    assert high - low >= 5 and list(ax.get_xticks()) == [1]
+    cumulative = next(p for p in workspace_plots(run) if p.name == "cumulative")
+    line = cumulative.svg.split('id="cumulative-tokens"')[1].split('<g id="cumulative-patch')[0]
+    assert "<use" in line, "a one-point line is invisible without its marker"

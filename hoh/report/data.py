@@ -170,6 +170,12 @@ class RunModel:
     behaviours: list[dict[str, Any]]
     diff_note: str | None = None
     """Why diff stats are missing, when the project history could not be read."""
+    started: float | None = None
+    """When the first session started (epoch seconds, from the journal)."""
+    ended: float | None = None
+    """When the last session ended; None while the run is live (or never started)."""
+    active_seconds: float = 0.0
+    """The sessions' time added up: the days a stopped run waited for its resume are not in it."""
 
     @property
     def tokens(self) -> int:
@@ -203,7 +209,9 @@ def read_run(root: Path) -> RunModel:
         mode=ws.config.mode, mechanisms=ws.config.mechanisms.model_dump(), state=status["state"],
         live=status["state"] == RunStatus.RUNNING, target_loops=status["target_loops"],
         loops_finished=status["loops_finished"], stop_reason=facts["stop_reason"], sessions=facts["sessions"],
-        usage=status["usage"], loops=loops, issues=ledger.issues, behaviours=ledger.behaviours)
+        usage=status["usage"], loops=loops, issues=ledger.issues, behaviours=ledger.behaviours,
+        started=facts["started"], ended=None if status["state"] == RunStatus.RUNNING else facts["ended"],
+        active_seconds=facts["active_seconds"])
     try:
         stats = diff_stats(ws, [lp.candidate.commit for lp in loops if lp.candidate])
     except HohError as err:
@@ -238,8 +246,18 @@ def journal_facts(journal: Journal) -> dict[str, Any]:
     failures: dict[int, list[RoleFailed]] = {}
     last_run: RunFinished | None = None
     sessions = 0
+    started = session_start = last_time = None
+    active = 0.0
     for record in journal.records():
         ev = record.event
+        if isinstance(ev, RunStarted):
+            if session_start is not None and last_time is not None:
+                active += last_time - session_start  # a session killed without its run_finished: to its last event
+            session_start = record.time
+            started = record.time if started is None else started
+        elif isinstance(ev, RunFinished) and session_start is not None:
+            active, session_start = active + record.time - session_start, None
+        last_time = record.time
         if isinstance(ev, AttemptFinished):
             attempts.setdefault(ev.loop, []).append(ev)
         elif isinstance(ev, RoleFailed):
@@ -251,7 +269,10 @@ def journal_facts(journal: Journal) -> dict[str, Any]:
     reason = None
     if last_run is not None and last_run.status != RunStatus.FINISHED:
         reason = stop_message(RunStatus(last_run.status), last_run.error)
-    return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions}
+    if session_start is not None and last_time is not None:
+        active += last_time - session_start  # the session still going (or killed): so far
+    return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions,
+            "started": started, "ended": last_time, "active_seconds": round(active, 2)}
 
 
 def loop_model(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any]) -> LoopModel:

@@ -86,6 +86,21 @@ def _style(ax, xlabel: str, ylabel: str, counts: bool = False) -> None:
     ax.grid(axis="y", alpha=0.3)
 
 
+def _loop_axis(ax, xs: list[int]) -> None:
+    """Loops on x: at least five loop-widths wide, so one loop is one bar among empty space rather than a
+    block filling the plot on an axis of 0.6 … 1.4; ticks only at loops that exist while there are few."""
+    lo, hi = min(xs), max(xs)
+    pad = max(0.0, (4 - (hi - lo)) / 2)
+    ax.set_xlim(lo - 0.5 - pad, hi + 0.5 + pad)
+    if len(xs) <= 10:
+        ax.set_xticks(xs)
+
+
+def _marker(xs: list[int]) -> str | None:
+    """A line through one point draws nothing: mark the points while there are few enough to tell apart."""
+    return "o" if len(xs) <= 10 else "." if len(xs) <= BARS_UP_TO else None
+
+
 def _si(ax) -> None:
     """Token counts as 15k / 1.5M rather than an axis-wide 1e7 offset."""
     from matplotlib.ticker import EngFormatter
@@ -149,6 +164,7 @@ def _verdicts(loops, xs) -> Plot:
               loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=len(shown) + 1, frameon=False)
     ax.set_ylim(0, max(data["criteria_total"] + [1]) * 1.05)
     _style(ax, "loop", "criteria", counts=True)
+    _loop_axis(ax, xs)
     return Plot("verdicts", "Verdict and acceptance criteria verified per loop", _svg(fig, "verdicts"), data)
 
 
@@ -160,6 +176,7 @@ def _issues(loops, xs) -> Plot:
     _legend_above(ax, 4)
     ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
     _style(ax, "loop", "issues in the ledger", counts=True)
+    _loop_axis(ax, xs)
     return Plot("issues", "Issues by status after each loop", _svg(fig, "issues"), {"loop": xs, **stacks})
 
 
@@ -169,12 +186,13 @@ def _tokens(loops, xs, roles) -> Plot:
     fig, ax = _figure()
     _stacked(ax, "tokens", xs, stacks, ROLE_COLOURS)
     _style(ax, "loop", "tokens (input + output)")
+    _loop_axis(ax, xs)
     _si(ax)
     handles, labels = ax.get_legend_handles_labels()
     if any(c is not None for c in cost):
         ax2 = ax.twinx()
         line, = ax2.plot(xs, [c if c is not None else float("nan") for c in cost], color="black",
-                         marker="." if len(xs) <= BARS_UP_TO else None, lw=1, label="cost (USD)", gid="tokens-cost")
+                         marker=_marker(xs), lw=1, label="cost (USD)", gid="tokens-cost")
         ax2.set_ylabel("USD")
         ax2.set_ylim(bottom=0)
         handles, labels = handles + [line], labels + ["cost (USD)"]
@@ -195,17 +213,21 @@ def _cumulative(loops, xs) -> Plot:
         cost.append(round(total_c, 6) if known else None)
     fig, ax = _figure()
     if known:
-        ax.plot(xs, [c if c is not None else float("nan") for c in cost], color="black", lw=1.5, gid="cumulative-cost")
+        ax.plot(xs, [c if c is not None else float("nan") for c in cost], color="black", lw=1.5, gid="cumulative-cost",
+                marker=_marker(xs))
         _style(ax, "loop", "cumulative cost (USD)")
+        _loop_axis(ax, xs)
         ax2 = ax.twinx()
-        ax2.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1, ls="--", gid="cumulative-tokens")
+        ax2.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1, ls="--", gid="cumulative-tokens",
+                 marker=_marker(xs))
         ax2.set_ylabel("cumulative tokens", color=ROLE_COLOURS["planner"])
         ax2.set_ylim(bottom=0)
         _si(ax2)
         title = "Cumulative cost (solid) and tokens (dashed)"
     else:
-        ax.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1.5, gid="cumulative-tokens")
+        ax.plot(xs, tokens, color=ROLE_COLOURS["planner"], lw=1.5, gid="cumulative-tokens", marker=_marker(xs))
         _style(ax, "loop", "cumulative tokens")
+        _loop_axis(ax, xs)
         _si(ax)
         title = "Cumulative tokens (the harness reported no cost)"
     ax.set_ylim(bottom=0)
@@ -219,6 +241,7 @@ def _wall_time(loops, xs, roles) -> Plot:
     _legend_above(ax, 3)
     ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
     _style(ax, "loop", "seconds (all attempts)")
+    _loop_axis(ax, xs)
     return Plot("time", "Wall time per role per loop", _svg(fig, "time"), {"loop": xs, **stacks})
 
 

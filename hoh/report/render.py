@@ -57,6 +57,15 @@ def _secs(value: float | None) -> str:
     return f"{minutes:.0f}m" if minutes < 120 else f"{minutes / 60:.1f}h"
 
 
+def _when(value: float | None) -> str:
+    """A journal time (epoch seconds) as UTC wall time: runs last days, and UTC reads the same anywhere."""
+    import datetime
+
+    if value is None:
+        return "–"
+    return datetime.datetime.fromtimestamp(value, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _score(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
@@ -65,7 +74,7 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.0f}%"
 
 
-FILTERS = {"num": _num, "usd": _usd, "secs": _secs, "score": _score, "pct": _pct, "md": _inline_code}
+FILTERS = {"num": _num, "usd": _usd, "secs": _secs, "when": _when, "score": _score, "pct": _pct, "md": _inline_code}
 """The templates' formatting filters (also `hoh view`'s, so both pages spell a figure alike)."""
 
 
