@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
 import pytest
-from conftest import run_hoh
+from conftest import mini_script, run_hoh
 from starlette.testclient import TestClient
 
 from hoh.errors import UsageError
@@ -375,3 +375,22 @@ def test_the_poll_of_a_running_attempt_moves_with_its_stream(demo_ws, tmp_path):
     with open(ws / "state" / "loops" / "0003" / "roles" / "developer" / "attempt-1" / "events.jsonl", "a") as fh:
         fh.write('{"type": "message", "text": "still going"}\n')
     assert c.get(url, headers={"If-None-Match": etag}).status_code == 200
+
+
+def test_a_human_note_is_shown_pending_then_in_the_loop_that_took_it(make_project):
+    """`hoh note` reaches the view: pending in the run's header (an agent-looking `<script>` in it is text),
+    and after a loop planned with it, on that loop's page as part of its Planner's inputs."""
+    proj = make_project(mini_script(2))
+    ws = proj.ws
+    assert run_hoh("build", proj.spec, "-H", "scripted", "-w", ws, "-q", "--loops", "1").returncode == 0
+    assert run_hoh("note", "-w", ws, "fix I-0002 first <script>alert(1)</script>").returncode == 0
+    page = client(ws).get("/w/0/").text
+    assert 'id="notes"' in page and "pending: for the next loop that plans" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    resumed = run_hoh("resume", "-w", ws, "--loops", "1", "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    c = client(ws)
+    assert 'taken by loop <a href="/w/0/loop/2">' in c.get("/w/0/").text
+    loop_page = c.get("/w/0/loop/2").text
+    assert 'id="loop-notes"' in loop_page and "fix I-0002 first" in loop_page
+    assert 'id="loop-notes"' not in c.get("/w/0/loop/1").text
