@@ -260,3 +260,21 @@ def test_the_log_keeps_the_command_line_but_not_an_agent_variables_value(tmp_pat
     log = tmp_path / "hoh.log"
     assert run_hoh("--log-file", log, "status", "-w", tmp_path).returncode == 2
     assert f"hoh --log-file {log} status -w {tmp_path}" in log.read_text()
+
+
+def test_show_prints_an_agents_markup_as_text(demo_ws, tmp_path):
+    """A title, evidence or note is an agent's text: rich markup in it (an unbalanced closing tag would
+    make rich raise) is printed as written."""
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(demo_ws, ws, symlinks=True)
+    ledger_path = ws / "state" / "ledger.json"
+    ledger = json.loads(ledger_path.read_text())
+    issue = ledger["issues"][0]
+    issue["title"] = "crash [/bold] on [red]input[/red]"
+    issue["history"][0]["notes"] = "see [/] here"
+    ledger_path.write_text(json.dumps(ledger))
+    shown = run_hoh("show", issue["id"], "-w", ws)
+    assert shown.returncode == 0, shown.stderr
+    assert "crash [/bold] on [red]input[/red]" in shown.stdout and "see [/] here" in shown.stdout

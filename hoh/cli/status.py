@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -128,17 +129,19 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
 
 
 def show_issue(console: Console, item: dict[str, Any]) -> None:
+    """Titles, behaviours, evidence and notes are agents' words: printed as text, never as rich markup."""
     if item["id"].startswith("I-"):
-        console.print(f"[bold]{item['id']}[/bold] {item['title']}")
+        console.print(f"[bold]{item['id']}[/bold] {escape(item['title'])}")
         extra = f" · linked behaviour {item['behaviour_id']}" if item.get("behaviour_id") else ""
         console.print(f"status {item['status']} · severity {item['severity']} · loops {item['first_loop']}–"
                       f"{item['last_loop']} · regressions {item['regressions']}{extra}")
     else:
-        console.print(f"[bold]{item['id']}[/bold] {item['behaviour']}")
+        console.print(f"[bold]{item['id']}[/bold] {escape(item['behaviour'])}")
         console.print(f"status {item['status']} · first verified loop {item['first_verified']['loop']} · "
                       f"issues {', '.join(item['issues']) or 'none'}")
     table = _table("loop", "candidate", "status", "by", "evidence / notes")  # ids fold, never end in "…"
     for h in item["history"]:
         detail = "; ".join(filter(None, [", ".join(h.get("evidence", [])[:3]), h.get("notes", "")]))
-        table.add_row(str(h["loop"]), h["candidate_id"] or "", h["status"], ", ".join(h.get("sources", [])), detail)
+        table.add_row(str(h["loop"]), h["candidate_id"] or "", h["status"], ", ".join(h.get("sources", [])),
+                      escape(detail))
     console.print(table)
