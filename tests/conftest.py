@@ -125,6 +125,18 @@ def names_harness(args: tuple[str, ...]) -> bool:
     return any(a in ("--harness", "-H", "--config") or a.startswith("harness.name=") for a in args)
 
 
+def wait_for(predicate, timeout: float, what: str, every: float = 0.2) -> Any:
+    """Poll `predicate` until it returns something truthy (returned), or fail naming `what`."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := predicate():
+            return found
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def run_hoh(*args: Any, cwd: Path | None = None, timeout: float = 120,
             harness: str | None = "scripted") -> subprocess.CompletedProcess:
     """The real CLI in a subprocess. hoh has no default harness; a `build` that names none here gets

@@ -10,13 +10,12 @@ import copy
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import DEMO, mini_script, run_hoh
+from conftest import DEMO, mini_script, run_hoh, wait_for
 from harbor_env import BASE_IMAGE, candidate_ids, harbor, journal, sessions  # noqa: F401 - harbor is a fixture
 
 ENV = ("--env", "docker", "--env-image", BASE_IMAGE)
@@ -81,15 +80,6 @@ def slow_developer(seconds: float, loops: int = 2) -> dict[str, Any]:
     script = mini_script(loops)
     script["loops"][1]["developer"]["actions"].insert(0, {"sleep": seconds})
     return script
-
-
-def wait_for(predicate, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := predicate():
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def running_role(ws: Path, role: str, loop: int = 1) -> str | None:

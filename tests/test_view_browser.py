@@ -15,12 +15,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
 import yaml
-from conftest import DEMO, REPO, run_hoh
+from conftest import DEMO, REPO, run_hoh, wait_for
 from test_report_browser import browser  # noqa: F401 - the fixture
 
 STREAMS = REPO / "tests" / "data" / "harness_streams"
@@ -80,15 +78,6 @@ def journal_events(ws: Path) -> list[dict]:
         except ValueError:
             pass  # the last line may be half written
     return out
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := predicate():
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def loop_started(ws: Path, loop: int) -> bool:
