@@ -361,10 +361,7 @@ class LoopSummary:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "LoopSummary":
-        # `hoh status` shows an unfinished loop of a run nobody holds by how its run ended (`stopped`): not yet a
-        # loop status, so read back as still running.
-        status = data["status"] if data["status"] in LoopStatus._value2member_map_ else LoopStatus.RUNNING
-        return cls(data["loop"], LoopStatus(status), data.get("candidate_id"), data["criteria_verified"],
+        return cls(data["loop"], LoopStatus(data["status"]), data.get("candidate_id"), data["criteria_verified"],
                    data["criteria_total"], data.get("issues"), data.get("progress"), data["seconds"],
                    dict(data.get("role_seconds", {})), dict(data.get("attempts", {})),
                    dict(data.get("violations", {})), data["tokens"], data.get("cost_usd"), dict(data["usage"]),

@@ -25,6 +25,12 @@ from hoh.report.render import bench_html
 TASKS = ["csvstat", "kvstore", "roman", "rpn", "wordfreq"]
 
 
+
+def copy_run(src: Path, dst: Path) -> Path:
+    """A copy of a shared bench run; other workers may be writing a report into it meanwhile (the `.*.tmp`
+    of an atomic write can vanish mid-copy)."""
+    return Path(shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".*.tmp")))
+
 def test_oracle_and_scripted_runs_show_hoh_curves(bench_runs, tmp_path):
     out = tmp_path / "bench.html"
     result = run_hoh("bench", "report", bench_runs["oracle"], "--html", "--compare", bench_runs["scripted"], "-o", out)
@@ -109,7 +115,7 @@ def test_the_headline_metric_of_the_html_report(bench_trust, tmp_path):
 
 def test_default_output_is_in_the_run(bench_runs, tmp_path):
     run = tmp_path / "scripted"
-    shutil.copytree(bench_runs["scripted"], run, symlinks=True)
+    copy_run(bench_runs["scripted"], run)
     result = run_hoh("bench", "report", run, "--html")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == f"report: {run / 'report.html'}"
@@ -285,7 +291,7 @@ def test_bad_input_writes_nothing(bench_runs, tmp_path):
     _fails_cleanly(run_hoh("bench", "report", bench_runs["oracle"], "--html", "-o", tmp_path / "no" / "x.html"),
                    "does not exist")
     broken = tmp_path / "broken"
-    shutil.copytree(bench_runs["scripted"], broken, symlinks=True)
+    copy_run(bench_runs["scripted"], broken)
     (broken / "report.html").unlink(missing_ok=True)
     [result] = (broken / "jobs" / "rpn.agent").glob("*/result.json")
     result.write_text("{")
@@ -315,7 +321,7 @@ def test_text_report_compares_with_each_run(bench_runs):
 def test_cost_per_trial_and_per_point_when_the_agent_reports_one(bench_runs, tmp_path):
     # Harbor records the cost an agent reports in its trial's agent_result; the scripted harness
     # reports none, so a copy of its run gets one per trial as a priced harness would leave it.
-    priced = shutil.copytree(bench_runs["scripted"], tmp_path / "priced", symlinks=True)
+    priced = copy_run(bench_runs["scripted"], tmp_path / "priced")
     for result in (priced / "jobs").glob("*.agent/*/result.json"):
         data = json.loads(result.read_text())
         data["agent_result"]["cost_usd"] = 0.25

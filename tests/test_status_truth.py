@@ -37,7 +37,8 @@ def test_a_live_loop_runs_with_its_time_and_a_stopped_one_says_stopped(tmp_path)
     build.communicate(timeout=60)
 
     after = status(p.ws)
-    assert after["state"] == "stopped" and after["loops"][0]["status"] == "stopped"
+    assert after["state"] == "stopped" and after["loops"][0]["ended"] == "stopped"
+    assert after["loops"][0]["status"] == "running"  # still a loop status: run and loop statuses share names
     assert after["stop_reason"]["status"] == "stopped"  # the persisted value, unchanged
     assert after["stop_reason"]["message"].startswith("stopped by hoh stop (pid ")
     human = run_hoh("status", "-w", p.ws).stdout
@@ -76,7 +77,7 @@ def test_two_ctrl_c_say_interrupted_and_name_the_workspace(tmp_path):
     assert build.returncode == 130
     assert f"hoh resume -w {p.ws.resolve()}" in err and "WORKSPACE" not in err
     shown = status(p.ws)
-    assert shown["state"] == "interrupted" and shown["loops"][0]["status"] == "interrupted"
+    assert shown["state"] == "interrupted" and shown["loops"][0]["ended"] == "interrupted"
     assert shown["stop_reason"]["message"] == "interrupted (Ctrl-C)"
     assert "stop reason: interrupted (Ctrl-C)" in run_hoh("status", "-w", p.ws).stdout
 
@@ -89,7 +90,7 @@ def test_a_killed_hoh_leaves_an_interrupted_loop(tmp_path):
     build.wait()
     try:
         shown = status(p.ws)
-        assert shown["state"] == "interrupted" and shown["loops"][0]["status"] == "interrupted"
+        assert shown["state"] == "interrupted" and shown["loops"][0]["ended"] == "interrupted"
         assert "killed" in shown["stop_reason"]["message"]
     finally:
         pid = next(e["pid"] for e in events(p.ws) if e["event"] == "process_started" and e["role"] == "developer")

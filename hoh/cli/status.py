@@ -101,7 +101,7 @@ def render_status(console: Console, data: dict[str, Any], show_all: bool = False
         issue_cell = (f"{issues['open'] + issues['fixed_pending_verify']}/{issues['closed']}/{issues['reopened']}"
                       if issues else "")
         tree = (loop["candidate_id"] or "").rpartition("-")[2][:8]  # enough to tell loops apart at 80 columns
-        table.add_row(str(loop["loop"]), loop["status"], f"{loop['criteria_verified']}/{loop['criteria_total']}",
+        table.add_row(str(loop["loop"]), loop.get("ended") or loop["status"], f"{loop['criteria_verified']}/{loop['criteria_total']}",
                       attempts, duration(loop["seconds"]), issue_cell,
                       *((check_cell(loop.get("checks"), loop.get("check_seconds", 0.0)),) if with_checks else ()), f"{loop['tokens']:,}",
                       money(loop["cost_usd"]), tree)

@@ -153,10 +153,11 @@ def _notes(ws: Workspace, book: NoteBook) -> list[dict[str, Any]]:
 
 def _loop_entry(stats: LoopStats, state: RunStatus, now: float | None) -> dict[str, Any]:
     """A loop's figures; an unfinished one's time so far, and, when no hoh works on it, how its run ended
-    (`stopped`, `interrupted`, …) instead of `running`."""
+    (`ended`: `stopped`, `interrupted`, …). `status` stays a loop status: run and loop statuses share names
+    (`complete`), and the bench, the Harbor agent and the report read it as one."""
     entry = stats.summary().to_json()
     if not stats.status.finished:
         entry["seconds"] = stats.seconds_so_far(now)
         if state is not RunStatus.RUNNING:
-            entry["status"] = state.value
+            entry["ended"] = state.value
     return entry

@@ -146,7 +146,7 @@ class View:
     def part_loops(self, request: Request) -> Response:
         source = self.source(request)
         try:
-            return self.render("_loops.html.j2", source=source,
+            return self.render("_loops.html.j2", source=source, head=model.header(source),
                                loops=model.loop_page(source, _int(request.query_params.get("page"), 1)))
         except UNREADABLE as err:
             return self.trouble(source, err)
