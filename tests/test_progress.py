@@ -232,9 +232,16 @@ def test_on_a_terminal_the_live_line_follows_the_running_role(tmp_path):
     import select
     import subprocess
     import sys
+    import shutil
+
+    import yaml
+    demo = Path(shutil.copytree(DEMO, tmp_path / "demo"))
+    script = yaml.safe_load((demo / "script.yaml").read_text())
+    script["loops"][1]["developer"]["actions"].insert(1, {"sleep": 2})  # a tool call made while the role still runs
+    (demo / "script.yaml").write_text(yaml.safe_dump(script))
     primary, secondary = pty.openpty()
     env = {**os.environ, "COLUMNS": "250", "LINES": "50", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(DEMO / "spec.md"), "--harness", "scripted",
+    proc = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(demo / "spec.md"), "--harness", "scripted",
                              "--loops", "1", "-w", str(tmp_path / "ws")], stdin=subprocess.DEVNULL, stdout=secondary,
                             stderr=secondary, env=env)
     os.close(secondary)
