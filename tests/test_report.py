@@ -24,10 +24,13 @@ from report_html import Page
 from test_cli import _fails_cleanly
 
 from hoh.report import data as report_data
+from hoh.report import pages as pages_mod
 from hoh.report import write_workspace_report
 from hoh.resources import schema_errors
 
-MAX_BYTES = 3 * 1024 * 1024
+MAIN_BYTES = 800_000
+"""The main page of a 200-loop report (the plots are most of it)."""
+PAGE_BYTES = 300_000
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +96,10 @@ def test_demo_report_shows_every_loop_issue_and_plot(demo_ws):
                 if e["kind"] == "file":  # the evidence file's text is inline, and linked
                     evidence = demo_ws / "state" / "loops" / f"{t:04d}" / "evidence" / e["ref"]
                     assert evidence.read_text() in text
-                    assert f'href="state/loops/{t:04d}/evidence/{e["ref"]}"' in section
+                    assert f'href="../state/loops/{t:04d}/evidence/{e["ref"]}"' in section
         changed, added, deleted = _numstat(demo_ws, cand["parent"], cand["commit"])
         assert f"{changed} file{'s' if changed != 1 else ''}, +{added} −{deleted}" in section
-    assert all(f.exists() for f in page.local_files())
+    page.assert_links_resolve()
 
     # the ledger and the behaviour register, each item with its row and history
     for issue in ledger["issues"]:
@@ -153,14 +156,25 @@ def test_long_run_report_stays_within_budget(long_ws, tmp_path, monkeypatch):
     out, run = write_workspace_report(long_ws, tmp_path / "long.html")
     elapsed = time.monotonic() - start
     size = out.stat().st_size
-    print(f"200-loop report: {size:,} bytes in {elapsed:.1f}s")
-    assert size <= MAX_BYTES
+    pages = Page(out).pages()
+    print(f"200-loop report: main page {size:,} bytes, {len(pages)} pages beside it, in {elapsed:.1f}s")
+    assert size <= MAIN_BYTES and all(p.path.stat().st_size <= PAGE_BYTES for p in pages.values())
     page = Page(out)
     page.assert_self_contained()
+    assert all(p.assert_self_contained() is None for p in pages.values())
+    page.assert_links_resolve()
     assert sorted(page.loop_sections()) == list(range(1, 201))
-    assert len(ledger["issues"]) > 200 and all(page.ids[i["id"]] == "tr" for i in ledger["issues"])
-    assert all(page.ids[b["id"]] == "tr" for b in ledger["behaviours"])
+    ids = page.all_ids()
+    assert len(ledger["issues"]) > 200 and all(ids[i["id"]] == {"tr"} for i in ledger["issues"])
+    assert all(ids[b["id"]] == {"tr"} for b in ledger["behaviours"])
     assert "2 (resumed 1×)" in page.text
+    # the main page: the issues not closed (then the latest closed), the newest loops, links to the rest
+    shown = [m for m in re.findall(r'<tr id="(I-\d+)"', page.text)]
+    active = [i["id"] for i in ledger["issues"] if i["status"] != "closed"]
+    assert len(shown) == min(len(ledger["issues"]), pages_mod.ITEMS_SHOWN) and set(active[-len(shown):]) <= set(shown)
+    rows = re.findall(r'<tr id="row-(\d+)"', page.text)
+    assert [int(r) for r in rows] == list(range(200, 200 - pages_mod.LOOPS_SHOWN, -1))
+    assert {f"loops-{k}.html" for k in range(1, 5)} <= set(pages) and "issues-3.html" in pages
 
     data = page.plot_data()
     assert data["verdicts"]["loop"] == list(range(1, 201))
@@ -176,14 +190,19 @@ def test_long_run_report_stays_within_budget(long_ws, tmp_path, monkeypatch):
     sections = page.loop_sections()
     assert "developer failed after 3 attempts" in sections[67] and "s-developer_failed" in sections[67]
     assert "(cut; the whole file is linked above)" in sections[200]
-    assert all(f.exists() for f in page.local_files())
+    assert all(lp.evidence == {} and lp.qa is None for lp in report_data.read_run(long_ws).loops)  # no state file read
 
-    # inline evidence is handed out newest loop first; past the budget it is linked, not inlined
-    monkeypatch.setattr(report_data, "INLINE_TOTAL_BYTES", 30_000)
-    run = report_data.read_run(long_ws)
-    inlined = [lp.loop for lp in run.loops if any(f.text is not None for f in lp.evidence.values())]
-    assert inlined == list(range(inlined[0], 201)) and inlined[0] > 150
-    assert all(lp.evidence for lp in run.loops if not failed_loop(lp.loop))  # every file still listed
+    # made again: a sealed loop's page is not rewritten (nor read); a missing one is made again
+    stamps = {name: p.path.stat().st_mtime_ns for name, p in pages.items()}
+    (out.parent / "long-pages" / "loop-0150.html").unlink()
+    write_workspace_report(long_ws, out)
+    again = {name: p.path.stat().st_mtime_ns for name, p in Page(out).pages().items()}
+    assert sorted(name for name in again if again[name] != stamps.get(name)) == ["loop-0150.html"]
+    assert Page(out).loop_sections()[150] == sections[150].replace(_stamp(sections[150]), _stamp(Page(out).loop_sections()[150]))
+
+
+def _stamp(page: str) -> str:
+    return re.search(r'<meta name="generator" content="([^"]+)">', page)[1]
 
 
 def _started(ws: Path, loop: int, role: str) -> bool:
@@ -258,6 +277,7 @@ def test_corrupt_state_is_one_line_and_nothing_is_written(demo_ws, tmp_path, dam
     ws = tmp_path / "ws"
     shutil.copytree(demo_ws, ws, symlinks=True)
     (ws / "report.html").unlink(missing_ok=True)
+    shutil.rmtree(ws / "report-pages", ignore_errors=True)  # a sealed loop's page, once made, is not read again
     loop2 = ws / "state" / "loops" / "0002"
     target, text, needle = {
         "qa": (loop2 / "qa.json", "{not json", "qa.json"),
@@ -271,7 +291,7 @@ def test_corrupt_state_is_one_line_and_nothing_is_written(demo_ws, tmp_path, dam
     else:
         target.write_text(text)
     _fails_cleanly(run_hoh("report", "-w", ws), needle)
-    assert not (ws / "report.html").exists()
+    assert not (ws / "report.html").exists() and not (ws / "report-pages").exists()
     assert not [p for p in ws.iterdir() if p.name.startswith(".report.html")]
 
 

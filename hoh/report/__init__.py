@@ -6,8 +6,11 @@
                      reward key, calibration, errors with their cause, comparisons
     bench_adapter.py today's `hoh bench run` OUT directories → BenchReport (hoh bench's records, summaries, compare)
     plots.py         matplotlib figures as inline SVG, each with the data it draws (why matplotlib: there)
-    render.py        jinja2 templates (templates/) → one HTML string; the checked, atomic write
-    templates/       base.html.j2 (CSS, table sort/filter script), workspace.html.j2, bench.html.j2
+    pages.py         the workspace report's layout (a main page, a folder of loop and ledger pages) and which
+                     pages are stale: a sealed loop's page is written once
+    render.py        jinja2 templates (templates/) → HTML strings; the checked, atomic write
+    templates/       base.html.j2 (CSS, table sort/filter script), bench.html.j2, workspace.html.j2 (the main
+                     page), ws_loop/ws_loops/ws_issues/ws_behaviours.html.j2 (its pages), _run.html.j2 (their parts)
 
 Arrows: cli → report → {bench, runtime, evidence}. matplotlib is imported only when a plot is drawn.
 """
@@ -21,14 +24,19 @@ from .data import RunModel
 
 
 def write_workspace_report(workspace: Path, out: Path | None = None) -> tuple[Path, RunModel]:
-    """Write the report of the run in `workspace` to `out` (default WORKSPACE/report.html).
-    Everything is read and rendered before the file is written; on any error nothing is."""
+    """Write the report of the run in `workspace` to `out` (default WORKSPACE/report.html) and its pages to the
+    folder beside it (`OUT-STEM-pages/`), only the pages that are missing or changed (`pages.py`). Everything
+    is read and rendered before a file is written; on any error nothing is."""
     from .data import read_run
-    from .render import check_output, workspace_html, write
+    from .render import check_output, workspace_pages, write
 
     run = read_run(Path(workspace))
     target = check_output(out if out is not None else run.workspace / "report.html")
-    write(workspace_html(run, target), target)
+    made = workspace_pages(run, target)
+    for path, html in made:  # the main page last: it never links to a page not yet written
+        if path != target:
+            path.parent.mkdir(exist_ok=True)
+        write(html, path)
     return target, run
 
 

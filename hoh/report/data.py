@@ -37,10 +37,7 @@ from ..store.workspace import Workspace, open_workspace
 INLINE_FILE_BYTES = 1500
 """Text evidence shown inline per file; longer files are cut and linked whole."""
 INLINE_LOOP_BYTES = 6000
-"""Inline evidence per loop."""
-INLINE_TOTAL_BYTES = 400_000
-"""Inline evidence in the whole report, handed out newest loop first: a 200-loop report stays
-within its 3 MB whatever QA saved; older loops' evidence is then linked, not inlined."""
+"""Inline evidence per loop (each loop has a page of its own: this bounds that page)."""
 DIFF_FILES_SHOWN = 25
 
 
@@ -176,6 +173,8 @@ class RunModel:
     """When the last session ended; None while the run is live (or never started)."""
     active_seconds: float = 0.0
     """The sessions' time added up: the days a stopped run waited for its resume are not in it."""
+    ws: Workspace | None = field(default=None, repr=False)
+    """The opened workspace, for reading loops' details later (`read_details`)."""
 
     @property
     def tokens(self) -> int:
@@ -193,17 +192,17 @@ class RunModel:
 
 
 def read_run(root: Path) -> RunModel:
-    """Read the run in workspace `root`. Raises UsageError (not a workspace) or StateError (corrupt)."""
+    """Read the run in workspace `root`: its header, the ledger and every loop as the journal's fold has it
+    (status, usage, attempts: what the plots and the loop lists need). No loop's own state file is read
+    here; `read_details` reads them for the loops a page shows. Raises UsageError (not a workspace) or
+    StateError (corrupt)."""
     ws = open_workspace(Path(root))
     paths = ws.paths
     status = workspace_status(ws)
     facts = journal_facts(Journal(paths.journal))
     ledger = Ledger.load(paths.ledger)
-    loops = [loop_model(paths, LoopSummary.from_json(entry), facts) for entry in status["loops"]]
-    budget = INLINE_TOTAL_BYTES
-    for lp in reversed(loops):
-        lp.evidence, budget = evidence_files(paths, paths.loop(lp.loop).evidence, budget)
-    model = RunModel(
+    loops = [loop_model(paths, LoopSummary.from_json(entry), facts, detail=False) for entry in status["loops"]]
+    return RunModel(
         workspace=paths.root, title=spec_title(paths.spec.read_text(encoding="utf-8")),
         spec_sha256=ws.identity["spec_sha256"], roles=role_settings(ws),
         mode=ws.config.mode, mechanisms=ws.config.mechanisms.model_dump(), state=status["state"],
@@ -211,16 +210,32 @@ def read_run(root: Path) -> RunModel:
         loops_finished=status["loops_finished"], stop_reason=facts["stop_reason"], sessions=facts["sessions"],
         usage=status["usage"], loops=loops, issues=ledger.issues, behaviours=ledger.behaviours,
         started=facts["started"], ended=None if status["state"] == RunStatus.RUNNING else facts["ended"],
-        active_seconds=facts["active_seconds"])
+        active_seconds=facts["active_seconds"], ws=ws)
+
+
+def read_plans(run: RunModel, loops: list[LoopModel]) -> None:
+    """Each loop's plan (its goal heads the loop lists)."""
+    for lp in loops:
+        if lp.plan is None:
+            path = run.ws.paths.loop(lp.loop).plan
+            lp.plan = read_plan(path) if path.exists() else None
+
+
+def read_details(run: RunModel, loops: list[LoopModel]) -> None:
+    """Fill in `loops` from their state files: plan, Developer report, candidate, QA, replay, admissions, the
+    evidence files (with excerpts up to INLINE_LOOP_BYTES each) and the diff stats (one git call for all)."""
+    paths = run.ws.paths
+    for lp in loops:
+        read_loop_files(paths, lp)
+        lp.evidence, _ = evidence_files(paths, paths.loop(lp.loop).evidence, INLINE_LOOP_BYTES)
     try:
-        stats = diff_stats(ws, [lp.candidate.commit for lp in loops if lp.candidate])
+        stats = diff_stats(run.ws, [lp.candidate.commit for lp in loops if lp.candidate])
     except HohError as err:
-        model.diff_note = f"diff stats unavailable: {err}"
+        run.diff_note = f"diff stats unavailable: {err}"
     else:
         for lp in loops:
             if lp.candidate:
                 lp.diffstat = stats.get(lp.candidate.commit)
-    return model
 
 
 def role_settings(ws: Workspace) -> dict[str, RoleSetting]:
@@ -275,7 +290,8 @@ def journal_facts(journal: Journal) -> dict[str, Any]:
             "started": started, "ended": last_time, "active_seconds": round(active, 2)}
 
 
-def loop_model(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any]) -> LoopModel:
+def loop_model(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any], detail: bool = True) -> LoopModel:
+    """Loop `entry` from the fold and the journal's facts; with `detail`, its state files too (`read_loop_files`)."""
     t = entry.loop
     lp = paths.loop(t)
     attempts = [Attempt(ev.role, ev.attempt, ev.ok, ev.outcome, float(ev.seconds), list(ev.errors),
@@ -285,16 +301,23 @@ def loop_model(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any])
         criteria_verified=entry.criteria_verified, criteria_total=entry.criteria_total,
         seconds=entry.seconds, issues=entry.issues, usage=entry.usage,
         role_seconds={role: entry.role_seconds.get(role, 0.0) for role in ROLES}, attempts=attempts,
-        failures=[{"role": f.role, "attempts": f.attempts, "errors": f.errors} for f in facts["failures"].get(t, [])])
+        failures=[{"role": f.role, "attempts": f.attempts, "errors": f.errors} for f in facts["failures"].get(t, [])],
+        checks=entry.checks, check_seconds=entry.check_seconds)
+    if detail:
+        read_loop_files(paths, model)
+    return model
+
+
+def read_loop_files(paths: WorkspacePaths, model: LoopModel) -> None:
+    """The loop's plan, Developer report, candidate, QA report, replay results and admissions."""
+    lp = paths.loop(model.loop)
     model.plan = read_plan(lp.plan) if lp.plan.exists() else None
     model.developer = read_developer(lp.developer) if lp.developer.exists() else None
     model.candidate = read_candidate(lp.candidate) if lp.candidate.exists() else None
     model.qa = read_qa(lp.qa) if lp.qa.exists() else None
-    model.checks, model.check_seconds = entry.checks, entry.check_seconds
     for path, key, attr in ((lp.replay, "results", "replay"), (lp.admitted, "checks", "admissions")):
         if path.exists():
             setattr(model, attr, json.loads(path.read_text(encoding="utf-8")).get(key, []))
-    return model
 
 
 def evidence_files(paths: WorkspacePaths, folder: Path, total: int) -> tuple[dict[str, EvidenceFile], int]:

@@ -1,9 +1,10 @@
-"""Render a model to one self-contained HTML file (jinja2 templates in `templates/`).
+"""Render a model to self-contained HTML (jinja2 templates in `templates/`): a benchmark report as one file,
+a workspace report as a main page and a folder of small pages beside it (`pages.py`).
 
-Everything the page needs is inside it: CSS, the plots as SVG, a few lines of script for the
-tables. Nothing is fetched when it is opened; links to evidence and attempt logs are relative
-paths from the report's own folder to the workspace, so they work from `file://` as long as the
-two stay where they were.
+Everything a page needs is inside it: CSS, the plots as SVG, a few lines of script for the
+tables. Nothing is fetched when it is opened; links between the pages, and to evidence and attempt
+logs, are relative paths (from the report's own folder to the workspace), so they work from `file://`
+as long as the report and the workspace stay where they were.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import datetime
 import os
 import re
 from pathlib import Path
-from urllib.parse import quote
 
 import jinja2
 import markupsafe
@@ -93,17 +93,27 @@ def _stamp() -> str:
     return f"hoh {__version__} · {now}"
 
 
-def workspace_html(run: RunModel, out: Path) -> str:
-    """The workspace report as HTML, for a file written at `out` (links are relative to it)."""
-    prefix = Path(os.path.relpath(run.workspace, out.parent)).as_posix()
+def workspace_pages(run: RunModel, out: Path) -> list[tuple[Path, str]]:
+    """The workspace report's pages that are missing or stale (`pages.py`), rendered: (path, HTML) each,
+    the main page at `out` last. Links are relative, to each other and to the workspace."""
+    from .pages import Layout, Pages
 
-    def link(rel: str) -> str:
-        return quote(f"{prefix}/{rel}" if prefix != "." else rel)
-
+    layout = Layout(out)
+    layout.check()
+    pages = Pages(run, layout)
+    env, stamp = _environment(), _stamp()
     behaviours = {b["id"]: b for b in run.behaviours}
-    return _environment().get_template("workspace.html.j2").render(
-        run=run, plots=workspace_plots(run), link=link, behaviours=behaviours, roles=list(ROLE_COLOURS),
-        stamp=_stamp(), page_title=f"{run.title} · hoh report")
+    common = {"run": run, "behaviours": behaviours, "roles": list(ROLE_COLOURS), "stamp": stamp}
+    made = []
+    for todo in pages.plan():
+        context = {**common, **pages.context(todo)}
+        if todo.name is None:
+            context.update(plots=workspace_plots(run), page_title=f"{run.title} · hoh report")
+            made.append((layout.main, env.get_template(todo.template).render(**context)))
+        else:
+            context["page_title"] = f"{todo.name.removesuffix('.html')} · {run.title} · hoh report"
+            made.append((layout.folder / todo.name, env.get_template(todo.template).render(**context)))
+    return made
 
 
 def bench_html(report: BenchReport) -> str:
