@@ -30,7 +30,7 @@ from ..records import (Candidate, DeveloperReport, LoopSummary, Plan, QaReport, 
                        read_plan, read_qa)
 from ..statuses import LoopStatus, RunStatus, Verdict
 from ..store.events import AttemptFinished, RoleFailed, RunFinished, RunStarted
-from ..store.journal import Journal
+from ..store.journal import Journal, Record
 from ..store.status import stop_message, workspace_status
 from ..store.workspace import Workspace, open_workspace
 
@@ -257,37 +257,54 @@ def spec_title(spec: str) -> str:
 
 def journal_facts(journal: Journal) -> dict[str, Any]:
     """What the fold does not keep: each attempt, role failures, sessions, the stop reason."""
-    attempts: dict[int, list[AttemptFinished]] = {}
-    failures: dict[int, list[RoleFailed]] = {}
-    last_run: RunFinished | None = None
-    sessions = 0
-    started = session_start = last_time = None
-    active = 0.0
+    facts = JournalFacts()
     for record in journal.records():
+        facts.add(record)
+    return facts.result()
+
+
+class JournalFacts:
+    """`journal_facts` one record at a time, so a reader that follows the journal (`hoh view`) adds only the
+    lines appended since it last looked."""
+
+    def __init__(self) -> None:
+        self.attempts: dict[int, list[AttemptFinished]] = {}
+        self.failures: dict[int, list[RoleFailed]] = {}
+        self.last_run: RunFinished | None = None
+        self.sessions = 0
+        self.started: float | None = None
+        self.session_start: float | None = None
+        self.last_time: float | None = None
+        self.active = 0.0
+
+    def add(self, record: Record) -> None:
         ev = record.event
         if isinstance(ev, RunStarted):
-            if session_start is not None and last_time is not None:
-                active += last_time - session_start  # a session killed without its run_finished: to its last event
-            session_start = record.time
-            started = record.time if started is None else started
-        elif isinstance(ev, RunFinished) and session_start is not None:
-            active, session_start = active + record.time - session_start, None
-        last_time = record.time
-        if isinstance(ev, AttemptFinished):
-            attempts.setdefault(ev.loop, []).append(ev)
-        elif isinstance(ev, RoleFailed):
-            failures.setdefault(ev.loop, []).append(ev)
-        elif isinstance(ev, RunStarted):
-            sessions, last_run = sessions + 1, None
+            if self.session_start is not None and self.last_time is not None:
+                self.active += self.last_time - self.session_start  # a session killed without its run_finished
+            self.session_start = record.time
+            self.started = record.time if self.started is None else self.started
+            self.sessions, self.last_run = self.sessions + 1, None
         elif isinstance(ev, RunFinished):
-            last_run = ev
-    reason = None
-    if last_run is not None and last_run.status != RunStatus.FINISHED:
-        reason = stop_message(RunStatus(last_run.status), last_run.error)
-    if session_start is not None and last_time is not None:
-        active += last_time - session_start  # the session still going (or killed): so far
-    return {"attempts": attempts, "failures": failures, "stop_reason": reason, "sessions": sessions,
-            "started": started, "ended": last_time, "active_seconds": round(active, 2)}
+            if self.session_start is not None:
+                self.active, self.session_start = self.active + record.time - self.session_start, None
+            self.last_run = ev
+        elif isinstance(ev, AttemptFinished):
+            self.attempts.setdefault(ev.loop, []).append(ev)
+        elif isinstance(ev, RoleFailed):
+            self.failures.setdefault(ev.loop, []).append(ev)
+        self.last_time = record.time
+
+    def result(self) -> dict[str, Any]:
+        reason = None
+        if self.last_run is not None and self.last_run.status != RunStatus.FINISHED:
+            reason = stop_message(RunStatus(self.last_run.status), self.last_run.error)
+        active = self.active
+        if self.session_start is not None and self.last_time is not None:
+            active += self.last_time - self.session_start  # the session still going (or killed): so far
+        return {"attempts": self.attempts, "failures": self.failures, "stop_reason": reason,
+                "sessions": self.sessions, "started": self.started, "ended": self.last_time,
+                "active_seconds": round(active, 2)}
 
 
 def loop_model(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any], detail: bool = True) -> LoopModel:

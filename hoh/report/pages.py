@@ -11,8 +11,9 @@
 (for `-o NAME.html`, the folder is `NAME-pages/`). The main page's size and cost do not grow with the
 run's loops but for the plots' data; each other page is bounded by its loop or its 50 or 100 items.
 
-Incremental: every page but the main one carries a key (`<meta name="hoh-page">`) of everything it
-shows — for a loop that finished, its fold entry and journal facts, whether a next loop exists, the link
+Incremental: every page but the main one carries a key (`<meta name="hoh-page">`) of what it shows —
+for a loop that finished, its number and status and whether a next loop exists; for a page of the
+ledger, each item's id, status and history length (histories are only appended to); always the link
 prefix, this format and hoh's version. A page whose file already carries its key is neither read from
 the state nor rendered nor written: a finished loop is sealed and never changes, so re-making a
 report writes the new loops' pages, the pages of the ledger that moved, and the main page. A loop still
@@ -146,9 +147,7 @@ class Pages:
         loops_todo: list[LoopModel] = []
         for i, lp in enumerate(run.loops):
             nxt = run.loops[i + 1].loop if i + 1 < len(run.loops) else None
-            key = key_of("loop", prefix, lp.loop, lp.status, lp.usage, lp.seconds, lp.issues, lp.checks,
-                         lp.criteria_verified, lp.criteria_total, lp.candidate_id,
-                         [a.__dict__ for a in lp.attempts], lp.failures, nxt) if lp.finished else None
+            key = key_of("loop", prefix, lp.loop, lp.status, nxt) if lp.finished else None  # sealed: never changes
             if current(folder / loop_page(lp.loop), key):
                 continue
             prev = run.loops[i - 1].loop if i else None
@@ -179,7 +178,10 @@ class Pages:
                                       ("behaviours", self.behaviour_chunks, "ws_behaviours.html.j2")):
             for n, first, last, part in found:
                 name = f"{kind}-{n}.html"
-                key = key_of(kind, prefix, part, [p[:3] for p in self._item_pages(found, kind)])
+                # histories are only appended to: an item's status and history length say what it shows
+                key = key_of(kind, prefix, [(i["id"], i.get("status"), len(i.get("history", [])), i.get("history", [])[-1:])
+                                            for i in part],
+                             self._item_pages(found, kind))
                 if not current(folder / name, key):
                     todos.append(Todo(name, template, key, {"first": first, "last": last, f"{kind}_shown": part,
                                                             "here": {item["id"] for item in part}}))

@@ -32,6 +32,10 @@ ISSUE_COLOURS = {"open": "#d62728", "reopened": "#9467bd", "fixed_pending_verify
 RUN_COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
 OTHER = "#9e9e9e"
 BARS_UP_TO = 60
+PLOT_POINTS = 100
+"""Past this many loops a workspace plot draws one mark per bucket of loops (the mean per loop, or the state
+after the bucket's last loop) so its SVG and its drawing time stay the same at any length; the data beside
+it keeps every loop."""
 
 
 @dataclass
@@ -113,13 +117,38 @@ def _legend_above(ax, entries: int) -> None:
 
 
 def _bars(ax, plot: str, series: str, xs: list[int], heights: list[float], bottoms: list[float] | None = None,
-          **kw: Any) -> None:
-    bars = ax.bar(xs, heights, bottom=bottoms, width=0.8, **kw)
+          width: int = 1, **kw: Any) -> None:
+    """One bar per x, id `<plot>-<series>-<x>`; a bucket of `width` loops from x is one bar across them."""
+    bars = ax.bar([x + (width - 1) / 2 for x in xs], heights, bottom=bottoms, width=0.8 * width, **kw)
     for x, bar in zip(xs, bars):
         bar.set_gid(f"{plot}-{series}-{x}")
 
 
-def _stacked(ax, plot: str, xs: list[int], stacks: dict[str, list[float]], colours: dict[str, str]) -> None:
+class Buckets:
+    """Loops on x, in buckets of `width` (1 up to PLOT_POINTS loops): what each plot draws."""
+
+    def __init__(self, xs: list[int]):
+        self.width = -(-len(xs) // PLOT_POINTS)
+        self.groups = [list(range(k, min(k + self.width, len(xs)))) for k in range(0, len(xs), self.width)]
+        self.xs = [xs[g[0]] for g in self.groups]
+        self.last_xs = [xs[g[-1]] for g in self.groups]
+
+    def mean(self, values: list[float | None]) -> list[float]:
+        out = []
+        for g in self.groups:
+            known = [values[k] for k in g if values[k] is not None]
+            out.append(sum(known) / len(known) if known else float("nan"))
+        return out
+
+    def last(self, values: list[Any]) -> list[Any]:
+        return [values[g[-1]] for g in self.groups]
+
+    def note(self, what: str = "mean per loop") -> str:
+        return "" if self.width == 1 else f" ({what} of each {self.width} loops)"
+
+
+def _stacked(ax, plot: str, xs: list[int], stacks: dict[str, list[float]], colours: dict[str, str],
+             width: int = 1) -> None:
     """Stacked bars, one id per bar; past BARS_UP_TO loops a stacked step area (one id per series),
     which reads better at a few pixels per loop and keeps the SVG small."""
     if len(xs) > BARS_UP_TO:
@@ -130,7 +159,8 @@ def _stacked(ax, plot: str, xs: list[int], stacks: dict[str, list[float]], colou
         return
     bottom = [0.0] * len(xs)
     for series, values in stacks.items():
-        _bars(ax, plot, series, xs, values, bottom, color=colours.get(series, OTHER), label=series.replace("_", " "))
+        _bars(ax, plot, series, xs, values, bottom, width, color=colours.get(series, OTHER),
+              label=series.replace("_", " "))
         bottom = [b + v for b, v in zip(bottom, values)]
 
 
@@ -141,20 +171,24 @@ def workspace_plots(run: RunModel) -> list[Plot]:
     if not loops:
         return []
     xs = [lp.loop for lp in loops]
-    roles = list(ROLE_COLOURS)
-    return [_verdicts(loops, xs), _issues(loops, xs), _tokens(loops, xs, roles), _cumulative(loops, xs),
-            _wall_time(loops, xs, roles)]
+    roles, b = list(ROLE_COLOURS), Buckets(xs)
+    return [_verdicts(loops, xs, b), _issues(loops, xs, b), _tokens(loops, xs, roles, b), _cumulative(loops, xs, b),
+            _wall_time(loops, xs, roles, b)]
 
 
-def _verdicts(loops, xs) -> Plot:
+def _verdicts(loops, xs, b: Buckets) -> Plot:
     data = {"loop": xs, "status": [lp.status for lp in loops],
             "criteria_verified": [lp.criteria_verified for lp in loops],
             "criteria_total": [lp.criteria_total for lp in loops]}
     fig, ax = _figure()
-    _bars(ax, "verdicts", "total", xs, data["criteria_total"], color="none", edgecolor="#bbbbbb",
-          label="criteria planned")
-    colours = [VERDICT_COLOURS.get(s, OTHER) for s in data["status"]]
-    _bars(ax, "verdicts", "verified", xs, data["criteria_verified"], color=colours)
+    _bars(ax, "verdicts", "total", b.xs, b.mean(data["criteria_total"]), color="none", edgecolor="#bbbbbb",
+          label="criteria planned", width=b.width)
+    # a bucket's colour: its most frequent verdict (the worse one on a tie)
+    order = {s: n for n, s in enumerate(("fail", "partial", "pass"))}
+    common = [max(sorted({data["status"][k] for k in g}, key=lambda s: order.get(s, -1)),
+                  key=[data["status"][k] for k in g].count) for g in b.groups]
+    colours = [VERDICT_COLOURS.get(s, OTHER) for s in common]
+    _bars(ax, "verdicts", "verified", b.xs, b.mean(data["criteria_verified"]), color=colours, width=b.width)
     from matplotlib.patches import Patch
 
     shown = [s for s in (*VERDICT_COLOURS, "other") if s in data["status"] or
@@ -163,16 +197,17 @@ def _verdicts(loops, xs) -> Plot:
               + [Patch(color=VERDICT_COLOURS.get(s, OTHER), label=f"verified · {s}") for s in shown],
               loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=len(shown) + 1, frameon=False)
     ax.set_ylim(0, max(data["criteria_total"] + [1]) * 1.05)
-    _style(ax, "loop", "criteria", counts=True)
+    _style(ax, "loop", "criteria", counts=b.width == 1)
     _loop_axis(ax, xs)
-    return Plot("verdicts", "Verdict and acceptance criteria verified per loop", _svg(fig, "verdicts"), data)
+    return Plot("verdicts", "Verdict and acceptance criteria verified per loop" +
+                b.note("mean per loop and the most frequent verdict"), _svg(fig, "verdicts"), data)
 
 
-def _issues(loops, xs) -> Plot:
+def _issues(loops, xs, b: Buckets) -> Plot:
     statuses = ("closed", "fixed_pending_verify", "open", "reopened")
     stacks = {s: [(lp.issues or {}).get(s, 0) for lp in loops] for s in statuses}
     fig, ax = _figure()
-    _stacked(ax, "issues", xs, stacks, ISSUE_COLOURS)
+    _stacked(ax, "issues", b.last_xs, {s: b.last(v) for s, v in stacks.items()}, ISSUE_COLOURS)
     _legend_above(ax, 4)
     ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
     _style(ax, "loop", "issues in the ledger", counts=True)
@@ -180,30 +215,30 @@ def _issues(loops, xs) -> Plot:
     return Plot("issues", "Issues by status after each loop", _svg(fig, "issues"), {"loop": xs, **stacks})
 
 
-def _tokens(loops, xs, roles) -> Plot:
+def _tokens(loops, xs, roles, b: Buckets) -> Plot:
     stacks = {r: [lp.tokens(r) for lp in loops] for r in roles}
     cost = [lp.cost() for lp in loops]
     fig, ax = _figure()
-    _stacked(ax, "tokens", xs, stacks, ROLE_COLOURS)
+    _stacked(ax, "tokens", b.xs, {r: b.mean(v) for r, v in stacks.items()}, ROLE_COLOURS, b.width)
     _style(ax, "loop", "tokens (input + output)")
     _loop_axis(ax, xs)
     _si(ax)
     handles, labels = ax.get_legend_handles_labels()
     if any(c is not None for c in cost):
         ax2 = ax.twinx()
-        line, = ax2.plot(xs, [c if c is not None else float("nan") for c in cost], color="black",
-                         marker=_marker(xs), lw=1, label="cost (USD)", gid="tokens-cost")
+        line, = ax2.plot(b.xs, b.mean(cost), color="black", marker=_marker(b.xs), lw=1, label="cost (USD)",
+                         gid="tokens-cost")
         ax2.set_ylabel("USD")
         ax2.set_ylim(bottom=0)
         handles, labels = handles + [line], labels + ["cost (USD)"]
     ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, ncols=4, frameon=False)
-    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
+    ax.set_ylim(0, max([sum(v) for v in zip(*(b.mean(v) for v in stacks.values()))] + [1]) * 1.05)
     title = "Tokens per role per loop" + (", and cost" if any(c is not None for c in cost) else
-                                          " (the harness reported no cost)")
+                                          " (the harness reported no cost)") + b.note()
     return Plot("tokens", title, _svg(fig, "tokens"), {"loop": xs, **stacks, "cost_usd": cost})
 
 
-def _cumulative(loops, xs) -> Plot:
+def _cumulative(loops, xs, b: Buckets) -> Plot:
     tokens, cost, total_t, total_c, known = [], [], 0, 0.0, False
     for lp in loops:
         total_t += lp.tokens()
@@ -211,6 +246,8 @@ def _cumulative(loops, xs) -> Plot:
             total_c, known = total_c + c, True
         tokens.append(total_t)
         cost.append(round(total_c, 6) if known else None)
+    data = {"loop": xs, "tokens": tokens, "cost_usd": cost}
+    xs, tokens, cost = b.last_xs, b.last(tokens), b.last(cost)
     fig, ax = _figure()
     if known:
         ax.plot(xs, [c if c is not None else float("nan") for c in cost], color="black", lw=1.5, gid="cumulative-cost",
@@ -231,18 +268,19 @@ def _cumulative(loops, xs) -> Plot:
         _si(ax)
         title = "Cumulative tokens (the harness reported no cost)"
     ax.set_ylim(bottom=0)
-    return Plot("cumulative", title, _svg(fig, "cumulative"), {"loop": xs, "tokens": tokens, "cost_usd": cost})
+    return Plot("cumulative", title, _svg(fig, "cumulative"), data)
 
 
-def _wall_time(loops, xs, roles) -> Plot:
+def _wall_time(loops, xs, roles, b: Buckets) -> Plot:
     stacks = {r: [round(lp.role_seconds.get(r, 0.0), 3) for lp in loops] for r in roles}
+    drawn = {r: b.mean(v) for r, v in stacks.items()}
     fig, ax = _figure()
-    _stacked(ax, "time", xs, stacks, ROLE_COLOURS)
+    _stacked(ax, "time", b.xs, drawn, ROLE_COLOURS, b.width)
     _legend_above(ax, 3)
-    ax.set_ylim(0, max([sum(v) for v in zip(*stacks.values())] + [1]) * 1.05)
+    ax.set_ylim(0, max([sum(v) for v in zip(*drawn.values())] + [1]) * 1.05)
     _style(ax, "loop", "seconds (all attempts)")
     _loop_axis(ax, xs)
-    return Plot("time", "Wall time per role per loop", _svg(fig, "time"), {"loop": xs, **stacks})
+    return Plot("time", "Wall time per role per loop" + b.note(), _svg(fig, "time"), {"loop": xs, **stacks})
 
 
 # ---- a benchmark -----------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ Routes, all GET, all read-only:
     /w/{ws}/                            a run: header + one page of loops (?page=N, newest first)
     /poll, /w/{ws}/poll                 the change stamp of every run, of one, as JSON and an ETag (304 when unchanged)
     /w/{ws}/part/header, part/loops     the fragments the page's script swaps in when the stamp moves
-    /w/{ws}/ledger                      the issue ledger and the verified-behaviour register, with histories
+    /w/{ws}/ledger                      the issue ledger and the verified-behaviour register, with histories, a page of
+                                        each (?issues=N, ?behaviours=N: 100 a page, newest first)
     /w/{ws}/loop/{t}                    one loop: plan, Developer report, checks, QA, evidence, attempts
     /w/{ws}/loop/{t}/diff               the candidate's diff against its parent
     /w/{ws}/loop/{t}/attempt/{ref}      one attempt's transcript (ref: `developer/attempt-1`, …)
@@ -155,8 +156,10 @@ class View:
         source = self.source(request)
         etag = source.ledger_etag()
         try:
+            q = request.query_params
             return self.render("ledger.html.j2", source=source, head=model.header(source),
-                               ledger=model.ledger(source), etag=etag)
+                               ledger=model.ledger_page(source, _int(q.get("issues"), 1), _int(q.get("behaviours"), 1)),
+                               ledger_href=model.ledger_href(source), etag=etag)
         except UNREADABLE as err:
             return self.trouble(source, err)
 
@@ -167,10 +170,9 @@ class View:
             detail = model.loop_detail(source, t)
             if detail is None:
                 return self.trouble(source, LookupError(f"the journal has no loop {t}"), 404)
-            ledger = model.ledger(source)
             return self.render("loop.html.j2", source=source, head=model.header(source), d=detail, lp=detail.loop,
                                attempts=transcripts.attempts(source, t), back=model.page_of(source, t),
-                               behaviours={b["id"]: b for b in ledger.behaviours}, etag=etag)
+                               behaviours=model.behaviours(source), ledger_href=model.ledger_href(source), etag=etag)
         except UNREADABLE as err:
             return self.trouble(source, err)
 

@@ -1,11 +1,12 @@
 """What `hoh view`'s pages show, read from one workspace through the readers hoh already has.
 
 The header is `hoh status`'s fold (`store.status.workspace_status`) plus the attempt running now and
-when it started; the loop list is that fold's loop entries, a page at a time; a loop's detail is the
-report's `LoopModel` (`report.data.loop_model`: plan, Developer report, candidate, QA, evidence,
-replay, admissions), read only when that loop is opened; the ledger is `Ledger.load`. Every read is
-cached on the workspace's change stamp (`sources.Source`), so a page that polls an idle run reads
-nothing. Nothing here writes.
+when it started (from the followed journal, `follow.py`); the loop list is that fold's loop entries, a page
+at a time; a loop's detail is the report's `LoopModel` (`report.data.loop_model`: plan, Developer report,
+candidate, QA, evidence, replay, admissions), read only when that loop is opened and kept once the loop
+is sealed; the ledger is `Ledger.load`, shown a page of issues and a page of behaviours at a time. Every
+read is cached on the workspace's change stamp (`sources.Source`; the ledger on its own file's), so a page
+that polls an idle run reads nothing. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -16,27 +17,17 @@ from typing import Any
 from ..errors import HohError
 from ..evidence.ledger import Ledger
 from ..records import LoopSummary
-from ..report.data import (INLINE_LOOP_BYTES, DiffStat, LoopModel, diff_stats, evidence_files, journal_facts,
-                           loop_model, spec_title)
-from ..statuses import RunStatus
-from ..store.events import AttemptFinished, AttemptStarted, RunFinished
-from ..store.journal import Journal
+from ..report.data import INLINE_LOOP_BYTES, DiffStat, LoopModel, diff_stats, evidence_files, loop_model, spec_title
+from ..statuses import LoopStatus, RunStatus
 from ..store.status import workspace_status
 from ..store.workspace import Workspace, open_workspace
+from .follow import Running
 from .sources import Source
 
 LOOPS_PER_PAGE = 25
 """Loops listed per page, newest first: a 500-loop run is 20 pages, each as cheap as the first."""
-
-
-@dataclass(frozen=True)
-class Running:
-    """The role attempt running now, with the epoch second it started (the page runs its clock)."""
-
-    role: str
-    loop: int
-    attempt: int
-    since: float
+ITEMS_PER_PAGE = 100
+"""Issues (and behaviours) per page of the ledger, newest first."""
 
 
 @dataclass
@@ -88,21 +79,9 @@ def header(source: Source) -> Header:
         ws = workspace(source)
         st = status(source)
         title = spec_title(ws.paths.spec.read_text(encoding="utf-8", errors="replace"))
-        running = _running(Journal(ws.paths.journal)) if st["state"] == RunStatus.RUNNING else None
+        running = source.follower().running if st["state"] == RunStatus.RUNNING else None
         return Header(title, st, running)
     return source.cached("header", read)
-
-
-def _running(journal: Journal) -> Running | None:
-    """The attempt started and not yet finished, with its start time (the fold keeps the event, not its time)."""
-    current = None
-    for record in journal.records():
-        ev = record.event
-        if isinstance(ev, AttemptStarted):
-            current = Running(ev.role, ev.loop, ev.attempt, record.time)
-        elif isinstance(ev, (AttemptFinished, RunFinished)):
-            current = None
-    return current
 
 
 def loop_page(source: Source, page: int) -> LoopPage:
@@ -122,16 +101,19 @@ def page_of(source: Source, loop: int) -> int:
 
 
 def facts(source: Source) -> dict[str, Any]:
-    """The report's journal pass (each attempt's outcome, role failures, sessions, the stop reason)."""
-    return source.cached("facts", lambda: journal_facts(Journal(source.paths.journal)))
+    """The report's journal facts (each attempt's outcome, role failures, sessions, the stop reason), from the
+    followed journal: each line read once."""
+    return source.follower().facts.result()
 
 
 def loop_detail(source: Source, t: int) -> LoopDetail | None:
-    """Loop `t` in full, or None when the journal has no such loop."""
-    def read() -> LoopDetail | None:
-        entry = next((e for e in status(source)["loops"] if e["loop"] == t), None)
-        if entry is None:
-            return None
+    """Loop `t` in full, or None when the journal has no such loop. A finished loop is sealed: what was read
+    of it is kept while its fold entry stays the same."""
+    entry = next((e for e in status(source)["loops"] if e["loop"] == t), None)
+    if entry is None:
+        return None
+
+    def read() -> LoopDetail:
         ws = workspace(source)
         model = loop_model(ws.paths, LoopSummary.from_json(entry), facts(source))
         model.evidence, _ = evidence_files(ws.paths, ws.paths.loop(t).evidence, INLINE_LOOP_BYTES)
@@ -142,11 +124,64 @@ def loop_detail(source: Source, t: int) -> LoopDetail | None:
             except HohError as err:  # a damaged history.git costs the stats, not the page
                 note = f"diff stats unavailable: {err}"
         return LoopDetail(model, note)
+    if entry["status"] != LoopStatus.RUNNING:
+        return source.kept("loop", t, entry, read)
     return source.cached(f"loop-{t}", read)
 
 
 def ledger(source: Source) -> Ledger:
-    return source.cached("ledger", lambda: Ledger.load(workspace(source).paths.ledger))
+    return source.cached("ledger", lambda: Ledger.load(workspace(source).paths.ledger), source.ledger_etag())
+
+
+def behaviours(source: Source) -> dict[str, dict[str, Any]]:
+    """Behaviour id → its register entry (a loop's page names the behaviours its QA checked)."""
+    return source.cached("behaviours", lambda: {b["id"]: b for b in ledger(source).behaviours}, source.ledger_etag())
+
+
+@dataclass
+class LedgerPage:
+    """A page of the ledger's issues and one of its behaviours, newest first, and where every item is."""
+
+    issues: list[dict[str, Any]]
+    behaviours: list[dict[str, Any]]
+    issue_page: int
+    issue_pages: int
+    behaviour_page: int
+    behaviour_pages: int
+    total_issues: int
+    total_behaviours: int
+
+
+def _pages(count: int) -> int:
+    return max(1, -(-count // ITEMS_PER_PAGE))
+
+
+def _slice(items: list[dict[str, Any]], page: int) -> tuple[list[dict[str, Any]], int]:
+    page = min(max(page, 1), _pages(len(items)))
+    end = len(items) - (page - 1) * ITEMS_PER_PAGE
+    return items[max(0, end - ITEMS_PER_PAGE):end][::-1], page
+
+
+def ledger_page(source: Source, issue_page: int, behaviour_page: int) -> LedgerPage:
+    book = ledger(source)
+    issues, ip = _slice(book.issues, issue_page)
+    behaviours, bp = _slice(book.behaviours, behaviour_page)
+    return LedgerPage(issues, behaviours, ip, _pages(len(book.issues)), bp, _pages(len(book.behaviours)),
+                      len(book.issues), len(book.behaviours))
+
+
+def ledger_href(source: Source):
+    """id → the ledger page's URL that shows that issue or behaviour (newest first, so an item moves back a page
+    every ITEMS_PER_PAGE new ones)."""
+    def read() -> dict[str, str]:
+        book, out = ledger(source), {}
+        for kind, items in (("issues", book.issues), ("behaviours", book.behaviours)):
+            for k, item in enumerate(items):
+                out[item["id"]] = f"{kind}={(len(items) - 1 - k) // ITEMS_PER_PAGE + 1}"
+        return out
+    where = source.cached("ledger-where", read, source.ledger_etag())
+    base = f"/w/{source.index}/ledger"
+    return lambda ident: f"{base}?{where[ident]}#{ident}" if ident in where else f"{base}#{ident}"
 
 
 def diffstat_line(stat: DiffStat | None) -> str:

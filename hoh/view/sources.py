@@ -5,7 +5,9 @@ several (a bench OUT dir, a folder of runs), searched a few levels deep without 
 
 `Source` is one workspace as the view sees it: its change stamp (`etag`), cheap enough to ask every
 second or two — the stat of the journal and the ledger plus whether a hoh process holds the workspace —
-and a cache of whatever was read at that stamp, so an idle page costs a few stat calls and nothing else.
+and a cache of whatever was read at that stamp, so an idle page costs a few stat calls and nothing else;
+what can no longer change (a sealed loop's records, a finished attempt's transcript) is kept across
+stamps, and the journal is followed (`follow.py`), each line read once.
 Every state file is written whole and the journal is append-only, so a stamp that did not move means
 the reads it caches are still true.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -29,6 +32,9 @@ SKIP_DIRS = {"history.git", "project", "scratch", "state", ".git", "node_modules
 """Folders that are never a workspace's parent: the insides of one, and the usual bulky trees."""
 
 T = TypeVar("T")
+KEPT = {"loop": 64, "transcript": 4}
+"""Reads kept across stamps (`Source.kept`) per kind, the least recently used dropped past this (a transcript
+can be large)."""
 
 
 def is_workspace(path: Path) -> bool:
@@ -78,7 +84,9 @@ class Source:
     index: int
     root: Path
     _cache: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    _kept: dict[str, OrderedDict[Any, tuple[Any, Any]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _follower: Any = None
 
     @property
     def paths(self) -> WorkspacePaths:
@@ -93,9 +101,9 @@ class Source:
     def ledger_etag(self) -> str:
         return _stamp(self.paths.ledger)
 
-    def cached(self, key: str, read: Callable[[], T]) -> T:
-        """`read()`'s value, read again only when the stamp moved since it was last read."""
-        stamp = self.etag()
+    def cached(self, key: str, read: Callable[[], T], stamp: str | None = None) -> T:
+        """`read()`'s value, read again only when the stamp (the run's `etag`, or the one given) moved since."""
+        stamp = self.etag() if stamp is None else stamp
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None and hit[0] == stamp:
@@ -104,3 +112,28 @@ class Source:
         with self._lock:
             self._cache[key] = (stamp, value)
         return value
+
+    def kept(self, kind: str, key: Any, check: Any, read: Callable[[], T]) -> T:
+        """`read()`'s value for what does not move with the run's stamp (a sealed loop; a transcript, which
+        moves with its own files), kept while `check` (what it was read from) is equal; KEPT[kind] at most."""
+        with self._lock:
+            kept = self._kept.setdefault(kind, OrderedDict())
+            hit = kept.get(key)
+            if hit is not None and hit[0] == check:
+                kept.move_to_end(key)
+                return hit[1]
+        value = read()
+        with self._lock:
+            kept[key] = (check, value)
+            while len(kept) > KEPT[kind]:
+                kept.popitem(last=False)
+        return value
+
+    def follower(self):
+        """The journal, followed (`follow.Follower`): brought up to date, reading only the lines appended."""
+        from .follow import Follower
+
+        with self._lock:
+            if self._follower is None:
+                self._follower = Follower(self.paths.journal)
+        return self._follower.update()

@@ -3,7 +3,8 @@
 The attempts are the ones on disk (`transcript.attempts_of`: those running now and those an interrupted
 session set aside included), joined with what the journal says of each finished one (ok, outcome,
 seconds, the harness it ran on). A transcript is `transcript.read_transcript` of the attempt's folder,
-which reads any harness's stream, a live or torn one too. An attempt is named in a URL by its folder
+which reads any harness's stream, a live or torn one too; it is read again only when a file of that folder
+moved (kept per workspace, a few at most), not whenever the run's stamp does. An attempt is named in a URL by its folder
 under the loop's `roles/` (`developer/attempt-1`, `qa.interrupted-1/attempt-2`) and found by looking
 that name up among the attempts on disk, so a request never builds a path of its own.
 """
@@ -81,7 +82,8 @@ def transcript(source: Source, t: int, name: str) -> Shown | None:
     if found is None:
         return None
     row, path = found
-    read = read_transcript(path)
+    read = source.kept("transcript", (t, name), _files_stamp(path),
+                       lambda: read_transcript(path))
     entries, chars = [], 0
     for entry in read.entries[:MAX_ENTRIES]:
         chars += len(entry.text)
@@ -91,6 +93,23 @@ def transcript(source: Source, t: int, name: str) -> Shown | None:
     present = [source.paths.rel(path / f) for f in ATTEMPT_FILES
                if (path / f).is_file() and not (path / f).is_symlink() and not unscrubbed(path / f)]
     return Shown(row, read, entries, len(read.entries) - len(entries), present)
+
+
+def _files_stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file of the attempt's folder with its size and mtime: a transcript is read again only when one moved
+    (a finished attempt's never do), not on every poll of its page."""
+    out = []
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                out.append((entry.name, st.st_size, st.st_mtime_ns))
+    except OSError:
+        pass
+    return tuple(sorted(out))
 
 
 def stamp(source: Source, watched: str | None) -> str:

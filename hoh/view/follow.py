@@ -1,0 +1,91 @@
+"""The journal followed: read whole once, then only the lines appended since, for what the view keeps of it.
+
+The journal is append-only, so a reader that remembers how far it got (a byte offset, and the file's
+inode) reads each line once however often the run moves: the report's journal facts (`JournalFacts`:
+each attempt's outcome, role failures, sessions) and the attempt running now. Only complete lines are
+taken (a line being written is read the next time); a journal that shrank or was replaced (hoh
+repairing a torn tail, the guard restoring it) is read again from its start. Lines are checked as
+`Journal.records` checks them: a corrupt one raises StateError naming the line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StateError
+from ..report.data import JournalFacts
+from ..store.events import AttemptFinished, AttemptStarted, Event, EventError, RunFinished
+from ..store.journal import JOURNAL_SCHEMA_VERSION, Record
+
+
+@dataclass(frozen=True)
+class Running:
+    """The role attempt running now, with the epoch second it started (the page runs its clock)."""
+
+    role: str
+    loop: int
+    attempt: int
+    since: float
+
+
+class Follower:
+    """One workspace's journal, followed; `update()` reads what was appended, then `facts` and `running` are current."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._reset(None)
+
+    def _reset(self, inode: int | None) -> None:
+        self.inode, self.offset, self.lines = inode, 0, 0
+        self.facts = JournalFacts()
+        self.running: Running | None = None
+
+    def update(self) -> "Follower":
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                self._reset(None)
+                return self
+            if st.st_ino != self.inode or st.st_size < self.offset:
+                self._reset(st.st_ino)
+            if st.st_size > self.offset:
+                with open(self.path, "rb") as fh:
+                    fh.seek(self.offset)
+                    data = fh.read(st.st_size - self.offset)
+                lines = data.split(b"\n")[:-1]  # complete lines only
+                for n, line in enumerate(lines):
+                    if not self._add(line, last=n == len(lines) - 1 and data.endswith(b"\n")):
+                        break  # a torn last line (as `Journal.records` reads it): looked at again next time
+                    self.offset += len(line) + 1
+            return self
+
+    def _add(self, line: bytes, last: bool) -> bool:
+        where = f"{self.path}: line {self.lines + 1}"
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            if last:
+                return False
+            raise StateError(f"{where} is corrupt; restore it from a backup") from None
+        self.lines += 1
+        if not isinstance(raw, dict):
+            raise StateError(f"{where} is not an event; restore it from a backup")
+        if isinstance(raw.get("v"), int) and raw["v"] > JOURNAL_SCHEMA_VERSION:
+            raise StateError(f"{self.path}: written by a newer hoh (v{raw['v']}); upgrade hoh")
+        try:
+            record = Record(int(raw["seq"]), float(raw["time"]), Event.from_json(raw))
+        except (EventError, KeyError, TypeError, ValueError) as err:
+            raise StateError(f"{where}: {err}; restore the journal from a backup") from None
+        self.facts.add(record)
+        ev = record.event
+        if isinstance(ev, AttemptStarted):
+            self.running = Running(ev.role, ev.loop, ev.attempt, record.time)
+        elif isinstance(ev, (AttemptFinished, RunFinished)):
+            self.running = None
+        return True
