@@ -19,6 +19,7 @@ from harbor_env import bench_runs, bench_trust, harbor  # noqa: F401 - fixtures
 from long_run import make_long_workspace
 
 from hoh.report import write_workspace_report
+from hoh.report.pages import ITEMS_PER_PAGE, ITEMS_SHOWN, LOOPS_SHOWN
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-gpu"]
@@ -106,14 +107,19 @@ def test_workspace_report_in_chromium(browser, demo_ws, tmp_path):
         opened.page.select_option('select[data-filter="issue-table"]', "open")
         assert opened.visible_rows("issue-table") == []
         opened.page.select_option('select[data-filter="issue-table"]', "")
-        # loop sections are folded but the last; opening one shows its QA evidence
-        assert opened.page.is_visible("#loop-0004 pre") and not opened.page.is_visible("#loop-0001 pre")
-        opened.page.click("#loop-0001 > summary")
-        assert opened.page.is_visible("#loop-0001 pre")
+        # the loops are rows, newest first, each linking to its own page beside the report
+        assert opened.visible_rows("loop-table") == ["row-0004", "row-0003", "row-0002", "row-0001"]
         opened.screenshot(tmp_path / "workspace-report.png")
         opened.check_clean()
     finally:
         opened.close()
+    loop = Opened(browser, tmp_path / "report-pages" / "loop-0001.html")
+    try:
+        loop.check_clean()  # a loop's page fetches nothing either
+        assert loop.page.is_visible("#loop-0001 pre")  # its QA evidence, inline
+        assert loop.page.get_attribute("a[rel=next]", "href") == "loop-0002.html"
+    finally:
+        loop.close()
 
 
 def test_long_workspace_report_in_chromium(browser, tmp_path):
@@ -123,11 +129,19 @@ def test_long_workspace_report_in_chromium(browser, tmp_path):
     try:
         opened.check_clean()
         opened.check_plots(["verdicts", "issues", "tokens", "cumulative", "time"])
-        assert len(opened.visible_rows("issue-table")) > 200
-        assert opened.page.evaluate("document.querySelectorAll('details.loop').length") == 200
+        assert len(opened.visible_rows("issue-table")) == ITEMS_SHOWN
+        assert len(opened.visible_rows("loop-table")) == LOOPS_SHOWN
         opened.screenshot(tmp_path / "long-report.png")
     finally:
         opened.close()
+    ledger = Opened(browser, tmp_path / "long-pages" / "issues-1.html")
+    try:
+        ledger.check_clean()
+        assert len(ledger.visible_rows("issue-table")) == ITEMS_PER_PAGE
+        ledger.page.select_option('select[data-filter="issue-table"]', "closed")
+        assert 0 < len(ledger.visible_rows("issue-table")) < ITEMS_PER_PAGE
+    finally:
+        ledger.close()
 
 
 def test_bench_report_in_chromium(browser, bench_runs, tmp_path):

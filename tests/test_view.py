@@ -6,6 +6,7 @@ the workspace byte-identical."""
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import re
@@ -23,7 +24,7 @@ import pytest
 from conftest import mini_script, run_hoh
 from starlette.testclient import TestClient
 
-from hoh.errors import UsageError
+from hoh.errors import StateError, UsageError
 from hoh.view import model
 from hoh.view.app import CSP, create_app
 from hoh.view.serve import loopback_host
@@ -339,6 +340,62 @@ def test_a_500_loop_run_is_listed_a_page_at_a_time_and_each_loop_on_demand(tmp_p
     assert all(c.get("/w/0/poll", headers={"If-None-Match": etag}).status_code == 304 for _ in range(50))
     assert time.monotonic() - started < 5
     assert c.get("/w/0/loop/250").status_code == 200 and c.get("/w/0/loop/250/diff").status_code == 200
+
+    # the ledger a page of issues and a page of behaviours at a time, newest first; a loop links into its page
+    ledger = json.loads((ws / "state" / "ledger.json").read_text())
+    issues, behaviours = [i["id"] for i in ledger["issues"]], [b["id"] for b in ledger["behaviours"]]
+    assert len(issues) > 2 * model.ITEMS_PER_PAGE and len(behaviours) > 2 * model.ITEMS_PER_PAGE
+    page = c.get("/w/0/ledger")
+    assert page.status_code == 200 and len(page.content) < 1_000_000
+    shown = re.findall(r'<tr id="([IV]-\d+)"', page.text)
+    assert shown == issues[::-1][:model.ITEMS_PER_PAGE] + behaviours[::-1][:model.ITEMS_PER_PAGE]
+    older = c.get("/w/0/ledger?issues=2&behaviours=3").text
+    assert re.findall(r'<tr id="(I-\d+)"', older)[0] == issues[::-1][model.ITEMS_PER_PAGE]
+    assert re.findall(r'<tr id="(V-\d+)"', older)[0] == behaviours[::-1][2 * model.ITEMS_PER_PAGE]
+    linked = set(re.findall(r'href="(/w/0/ledger[^"]*#[^"]+)"', c.get("/w/0/loop/100").text))
+    assert len(linked) > 3
+    for href in linked:
+        path, _, anchor = html.unescape(href).partition("#")
+        assert f'<tr id="{anchor}"' in c.get(path).text, href
+
+    # a sealed loop is read once: a moved journal stamp does not read it again
+    calls = []
+    real = model.loop_model
+    model.loop_model = lambda *a, **k: calls.append(a[1].loop) or real(*a, **k)
+    try:
+        journal = ws / "state" / "journal.jsonl"
+        st = journal.stat()
+        os.utime(journal, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        assert c.get("/w/0/loop/250").status_code == 200 and c.get("/w/0/loop/251").status_code == 200
+    finally:
+        model.loop_model = real
+    assert calls == [251]
+
+
+def test_the_followed_journal_reads_each_line_once_and_equals_a_full_read(demo_ws, tmp_path):
+    from hoh.report.data import journal_facts
+    from hoh.store.journal import Journal
+    from hoh.view.follow import Follower
+
+    ws = copy_ws(demo_ws, tmp_path / "ws")
+    journal = ws / "state" / "journal.jsonl"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join(lines[:10]) + lines[10][:7])  # a line being written: not taken yet
+    follower = Follower(journal).update()
+    assert follower.lines == 10 and follower.offset == len(b"".join(lines[:10]))
+    for k in range(10, len(lines)):
+        journal.write_bytes(b"".join(lines[:k + 1]))
+        follower.update()
+        if lines[k].startswith(b'{') and b'"attempt_started"' in lines[k]:
+            assert follower.running is not None and follower.running.attempt >= 1
+    assert follower.lines == len(lines)
+    assert follower.facts.result() == journal_facts(Journal(journal))
+    assert follower.running is None  # the run finished
+    journal.write_bytes(b"".join(lines[:5]))  # shorter (a repaired tail, a restore): read again from the start
+    assert follower.update().lines == 5
+    journal.write_bytes(b"".join(lines[:5]) + b'{"torn\n' + lines[5])
+    with pytest.raises(StateError, match="line 6 is corrupt"):
+        follower.update()
 
 
 # ---- attempts ----------------------------------------------------------------------------------------------

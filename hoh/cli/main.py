@@ -303,7 +303,8 @@ def show(
 def report(
     workspace: Path = workspace_option(),
     output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="The HTML file to write (default: WORKSPACE/report.html)."),
+                                          help="The main HTML page to write (default: WORKSPACE/report.html); "
+                                          "the loops' and the ledger's pages go into NAME-pages/ beside it."),
 ) -> None:
     """A self-contained HTML report of a run: plots, the issue ledger, every loop with its evidence."""
     from ..report import write_workspace_report

@@ -2,11 +2,12 @@
 
 This is the only module of the report that knows where facts live on disk. It reads through the
 existing readers — `open_workspace` (identity, spec, config), `store.status.workspace_status`
-(the journal's one fold: per-loop status, usage, attempts and wall time per role), `Ledger.load`,
-`load_state` for each loop's plan/developer/candidate/qa — plus one pass over the journal's typed
-events for what the fold does not keep (`journal_facts`: each attempt's outcome, role failures,
-sessions, the stop reason) and one `git show --numstat` for the diff stats. When the journal or
-status code changes, only this module needs adjusting; the templates see `RunModel`.
+(the journal's one fold: per-loop status, usage, attempts and wall time per role), `Ledger.load` —
+plus one pass over the journal's typed events for what the fold does not keep (`journal_facts`: each
+attempt's outcome, role failures, sessions, the stop reason). A loop's own state files (plan, Developer
+report, candidate, QA, evidence) and its diff stats (one `git show --numstat` for all) are read only for
+the loops a page shows (`read_details`): a report made again reads no sealed loop whose page it has.
+When the journal or status code changes, only this module needs adjusting; the templates see `RunModel`.
 
 Reading never writes: a workspace mid-run is read as it stands (every state file is written
 whole, a torn last journal line is ignored), and the model says the run is live when another

@@ -159,7 +159,7 @@ class View:
             q = request.query_params
             return self.render("ledger.html.j2", source=source, head=model.header(source),
                                ledger=model.ledger_page(source, _int(q.get("issues"), 1), _int(q.get("behaviours"), 1)),
-                               ledger_href=model.ledger_href(source), etag=etag)
+                               ledger_href=model.ledger_href(source), shown=model.HISTORY_SHOWN, etag=etag)
         except UNREADABLE as err:
             return self.trouble(source, err)
 

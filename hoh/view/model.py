@@ -28,6 +28,8 @@ LOOPS_PER_PAGE = 25
 """Loops listed per page, newest first: a 500-loop run is 20 pages, each as cheap as the first."""
 ITEMS_PER_PAGE = 100
 """Issues (and behaviours) per page of the ledger, newest first."""
+HISTORY_SHOWN = 20
+"""An item's newest history entries on the ledger page (a behaviour checked every loop has hundreds)."""
 
 
 @dataclass
@@ -67,7 +69,7 @@ class LoopDetail:
 
 def workspace(source: Source) -> Workspace:
     """The opened workspace (identity, config); raises HohError when it is missing or corrupt."""
-    return source.cached("workspace", lambda: open_workspace(source.root))
+    return source.cached("workspace", lambda: open_workspace(source.root), source.setup_etag())
 
 
 def status(source: Source) -> dict[str, Any]:

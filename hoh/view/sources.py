@@ -101,6 +101,11 @@ class Source:
     def ledger_etag(self) -> str:
         return _stamp(self.paths.ledger)
 
+    def setup_etag(self) -> str:
+        """Changes when what `open_workspace` reads does: the identity, the config, the frozen spec."""
+        paths = self.paths
+        return "-".join([_stamp(paths.identity), _stamp(paths.config), _stamp(paths.spec)])
+
     def cached(self, key: str, read: Callable[[], T], stamp: str | None = None) -> T:
         """`read()`'s value, read again only when the stamp (the run's `etag`, or the one given) moved since."""
         stamp = self.etag() if stamp is None else stamp
