@@ -12,12 +12,12 @@
 run's loops but for the plots' data; each other page is bounded by its loop or its 50 or 100 items.
 
 Incremental: every page but the main one carries a key (`<meta name="hoh-page">`) of what it shows —
-for a loop that finished, its number and status and whether a next loop exists; for a page of the
-ledger, each item's id, status and history length (histories are only appended to); always the link
-prefix, this format and hoh's version. A page whose file already carries its key is neither read from
-the state nor rendered nor written: a finished loop is sealed and never changes, so re-making a
-report writes the new loops' pages, the pages of the ledger that moved, and the main page. A loop still
-running has no key: its page is made every time. Issues and behaviours are only ever appended to the
+for a loop that finished, its number, status and candidate and whether a next loop exists; for a page of
+the ledger, each item's id, status and history (only ever appended to: its length and last entry); always
+the workspace (its path and identity), the link prefix, this format and hoh's version. A page whose file
+already carries its key is neither read from the state nor rendered nor written: a finished loop is
+sealed and never changes, so re-making a report writes the new loops' pages, the pages of the ledger
+that moved, and the main page. A loop still running has no key: its page is made every time. Issues and behaviours are only ever appended to the
 ledger, so the page an item's link points to never changes.
 """
 
@@ -143,11 +143,12 @@ class Pages:
         """Every page that is missing or stale, its loops' details read; the main page last."""
         run, folder = self.run, self.layout.folder
         prefix = self.links(True)["prefix"]
+        run_id = [prefix, str(run.workspace), run.ws.identity if run.ws else None]  # which run, linked from where
         todos: list[Todo] = []
         loops_todo: list[LoopModel] = []
         for i, lp in enumerate(run.loops):
             nxt = run.loops[i + 1].loop if i + 1 < len(run.loops) else None
-            key = key_of("loop", prefix, lp.loop, lp.status, nxt) if lp.finished else None  # sealed: never changes
+            key = key_of("loop", run_id, lp.loop, lp.status, lp.candidate_id, nxt) if lp.finished else None  # sealed
             if current(folder / loop_page(lp.loop), key):
                 continue
             prev = run.loops[i - 1].loop if i else None
@@ -164,8 +165,8 @@ class Pages:
         for n, (name, first, last) in enumerate(lists):
             part = [lp for lp in run.loops if list_of(lp.loop) == n + 1]
             done = len(part) == LOOPS_PER_LIST and all(lp.finished for lp in part)
-            key = key_of("loops", name, [(lp.loop, lp.status, lp.criteria_verified, lp.seconds, lp.usage, lp.issues)
-                                         for lp in part], len(lists)) if done else None
+            shows = [(lp.loop, lp.status, lp.criteria_verified, lp.seconds, lp.usage, lp.issues) for lp in part]
+            key = key_of("loops", run_id, name, shows, len(lists)) if done else None
             if current(folder / name, key):
                 continue
             rows += part
@@ -178,10 +179,9 @@ class Pages:
                                       ("behaviours", self.behaviour_chunks, "ws_behaviours.html.j2")):
             for n, first, last, part in found:
                 name = f"{kind}-{n}.html"
-                # histories are only appended to: an item's status and history length say what it shows
-                key = key_of(kind, prefix, [(i["id"], i.get("status"), len(i.get("history", [])), i.get("history", [])[-1:])
-                                            for i in part],
-                             self._item_pages(found, kind))
+                # histories are only appended to: an item's status, history length and last entry say what it shows
+                state = [(i["id"], i.get("status"), len(i.get("history", [])), i.get("history", [])[-1:]) for i in part]
+                key = key_of(kind, run_id, state, self._item_pages(found, kind))
                 if not current(folder / name, key):
                     todos.append(Todo(name, template, key, {"first": first, "last": last, f"{kind}_shown": part,
                                                             "here": {item["id"] for item in part}}))
