@@ -345,3 +345,30 @@ def test_the_header_has_the_runs_time_without_its_stop_and_one_loop_reads_as_one
     cumulative = next(p for p in workspace_plots(run) if p.name == "cumulative")
     line = cumulative.svg.split('id="cumulative-tokens"')[1].split('<g id="cumulative-patch')[0]
     assert "<use" in line, "a one-point line is invisible without its marker"
+
+
+def test_markup_an_agent_wrote_is_text_on_every_page(demo_ws, tmp_path):
+    """A plan's goal and task title and QA's summary with markup in them: escaped on the main page (the goal heads
+    the loop's row there) and on the loop's own page, and no page runs any script but the report's own."""
+    ws = tmp_path / "ws"
+    shutil.copytree(demo_ws, ws, symlinks=True)
+    shutil.rmtree(ws / "report-pages", ignore_errors=True)
+    loop1 = ws / "state" / "loops" / "0001"
+    plan = json.loads((loop1 / "plan.json").read_text())
+    plan["goal"] = "<script>alert('plan')</script>"
+    plan["tasks"][0]["title"] = "<img src=x onerror=alert(1)>"
+    (loop1 / "plan.json").write_text(json.dumps(plan))
+    qa = json.loads((loop1 / "qa.json").read_text())
+    qa["summary"] = "</pre><script>alert('qa')</script>"
+    (loop1 / "qa.json").write_text(json.dumps(qa))
+    out, _ = write_workspace_report(ws, tmp_path / "report.html")
+    page = Page(out)
+    loop = page.loop_sections()[1]
+    for text in (page.text, loop):
+        assert "<script>alert" not in text and "<img src=x" not in text
+        tags = re.findall(r"<script[^>]*>", text)
+        assert tags.count("<script>") == 1  # the tables' own few lines
+        assert all(t == "<script>" or t.startswith('<script type="application/json" class="plot-data"') for t in tags)
+    assert "&lt;script&gt;alert(&#39;plan&#39;)&lt;/script&gt;" in page.text  # the loop's row on the main page
+    assert "&lt;script&gt;alert(&#39;plan&#39;)&lt;/script&gt;" in loop and "&lt;img src=x" in loop
+    assert "&lt;/pre&gt;&lt;script&gt;alert(&#39;qa&#39;)&lt;/script&gt;" in loop
