@@ -46,6 +46,27 @@ class Record:
     event: Event
 
 
+def parse_lines(path: Path, lines: list[str], before: int = 0) -> Iterator[Record]:
+    """The records of the journal's last `lines`, which follow its first `before` lines; the last of them,
+    when it is not JSON, is a torn final write (a crash) and is left out."""
+    last = before + len(lines)
+    for number, line in enumerate(lines, before + 1):
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            if number == last:  # torn final write from a crash
+                return
+            raise StateError(f"{path}: line {number} is corrupt; restore it from a backup") from None
+        if not isinstance(raw, dict):
+            raise StateError(f"{path}: line {number} is not an event; restore it from a backup")
+        if isinstance(raw.get("v"), int) and raw["v"] > JOURNAL_SCHEMA_VERSION:
+            raise StateError(f"{path}: written by a newer hoh (v{raw['v']}); upgrade hoh")
+        try:
+            yield Record(int(raw["seq"]), float(raw["time"]), Event.from_json(raw))
+        except (EventError, KeyError, TypeError, ValueError) as err:
+            raise StateError(f"{path}: line {number}: {err}; restore the journal from a backup") from None
+
+
 class Journal:
     def __init__(self, path: Path):
         self.path = path
@@ -80,21 +101,7 @@ class Journal:
             return
         with open(self.path, encoding="utf-8") as fh:
             lines = fh.readlines()
-        for number, line in enumerate(lines, 1):
-            try:
-                raw = json.loads(line)
-            except ValueError:
-                if number == len(lines):  # torn final write from a crash
-                    return
-                raise StateError(f"{self.path}: line {number} is corrupt; restore it from a backup") from None
-            if not isinstance(raw, dict):
-                raise StateError(f"{self.path}: line {number} is not an event; restore it from a backup")
-            if isinstance(raw.get("v"), int) and raw["v"] > JOURNAL_SCHEMA_VERSION:
-                raise StateError(f"{self.path}: written by a newer hoh (v{raw['v']}); upgrade hoh")
-            try:
-                yield Record(int(raw["seq"]), float(raw["time"]), Event.from_json(raw))
-            except (EventError, KeyError, TypeError, ValueError) as err:
-                raise StateError(f"{self.path}: line {number}: {err}; restore the journal from a backup") from None
+        yield from parse_lines(self.path, lines)
 
     def append(self, event: Event) -> Record:
         self._seq += 1
