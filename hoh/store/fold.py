@@ -2,8 +2,11 @@
 
     state/fold.json   line 1, the header: schema_version, hoh (the version that wrote it), offset and lines
                       (how much of the journal is folded), sha256 (of the journal's first `offset` bytes),
-                      body_sha256 (of line 2), config (hoh.yaml's sha256 and its `Settings`)
-                      line 2, the body: the `RunHistory` and `NoteBook` of those bytes
+                      body_sha256 and steps_sha256 (of lines 2 and 3), loop_fields and step_fields, config
+                      (hoh.yaml's sha256 and its `Settings`)
+                      line 2, the body: the `RunHistory` and `NoteBook` of those bytes (a loop as a row of
+                      values in `loop_fields`' order)
+                      line 3: `RunHistory.steps`, as rows (status does not read them)
 
 Derived data, written by the Runtime alone (it holds the workspace lock) when a loop or a session ends, whole
 or not at all; never by a reader: `hoh status` runs beside a live run, on read-only copies, as other users.
@@ -49,17 +52,18 @@ class Fold:
 
 
 # ---- reading ----------------------------------------------------------------------------------------------
-def _header(paths: WorkspacePaths) -> tuple[dict[str, Any], bytes] | None:
+def _open(paths: WorkspacePaths, steps: bool) -> tuple[dict[str, Any], bytes, bytes | None] | None:
+    """The header, the body and (if asked for) the steps' line of a checkpoint of this schema and this hoh."""
     try:
         with open(paths.fold, "rb") as fh:
-            head, body = fh.readline(), fh.read()
-        header = json.loads(head)
+            header = json.loads(fh.readline())
+            if not isinstance(header, dict) or header.get("schema_version") != FOLD_SCHEMA_VERSION \
+                    or header.get("hoh") != __version__:
+                return None
+            body = fh.readline()
+            return header, body, fh.readline() if steps else None
     except (OSError, ValueError):
         return None
-    if not isinstance(header, dict) or header.get("schema_version") != FOLD_SCHEMA_VERSION \
-            or header.get("hoh") != __version__:
-        return None
-    return header, body
 
 
 def cached_settings(paths: WorkspacePaths) -> Settings | None:
@@ -76,12 +80,14 @@ def cached_settings(paths: WorkspacePaths) -> Settings | None:
         return None
 
 
-def read_fold(paths: WorkspacePaths) -> Fold:
-    """The fold of the whole journal: the checkpoint's plus its tail's when it binds, else all of it."""
+def read_fold(paths: WorkspacePaths, steps: bool = True) -> Fold:
+    """The fold of the whole journal: the checkpoint's plus its tail's when it binds, else all of it. With
+    `steps` False the checkpoint's `history.steps` are not read (status does not show them; resume needs them):
+    only the tail's are there."""
     try:
         with open(paths.journal, "rb") as fh:
             data = fh.read()
-        if (fold := _checkpoint(paths, data)) is not None:
+        if (fold := _checkpoint(paths, data, steps)) is not None:
             for record in parse_lines(paths.journal, _lines(data[fold.offset:]), before=fold.lines):
                 fold.history.apply(record)
                 fold.notes.apply(record)
@@ -92,18 +98,24 @@ def read_fold(paths: WorkspacePaths) -> Fold:
     return Fold(RunHistory.fold(records), NoteBook.fold(records))
 
 
-def _checkpoint(paths: WorkspacePaths, data: bytes) -> Fold | None:
+def _checkpoint(paths: WorkspacePaths, data: bytes, steps: bool = True) -> Fold | None:
     """The checkpoint's fold, when it binds to the journal's bytes `data`."""
-    found = _header(paths)
+    found = _open(paths, steps)
     if found is None:
         return None
-    header, body = found
+    header, body, step_line = found
     offset, lines = header["offset"], header["lines"]
     if not (isinstance(offset, int) and isinstance(lines, int) and 0 < offset <= len(data)) \
-            or data[offset - 1:offset] != b"\n" or hashlib.sha256(body).hexdigest() != header["body_sha256"] \
+            or data[offset - 1:offset] != b"\n" or _digest(body) != header["body_sha256"] \
+            or step_line is not None and _digest(step_line) != header["steps_sha256"] \
+            or header["loop_fields"] != LOOP_FIELDS or header["step_fields"] != STEP_FIELDS \
             or hashlib.sha256(data[:offset]).hexdigest() != header["sha256"]:
         return None
-    return _from_json(json.loads(body), offset, lines)
+    return _from_json(json.loads(body), json.loads(step_line) if step_line is not None else [], offset, lines)
+
+
+def _digest(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()
 
 
 def _lines(data: bytes) -> list[str]:
@@ -124,11 +136,14 @@ def save(paths: WorkspacePaths) -> bool:
         fold = _fold_complete(paths, data)
         if fold.offset == 0:
             return False
-        body = json.dumps(_to_json(fold), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body, steps = _to_json(fold)
+        body_line, step_line = (json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+                                for part in (body, steps))
         header = {"schema_version": FOLD_SCHEMA_VERSION, "hoh": __version__, "offset": fold.offset,
                   "lines": fold.lines, "sha256": hashlib.sha256(data[:fold.offset]).hexdigest(),
-                  "body_sha256": hashlib.sha256(body).hexdigest(), "config": _config(paths)}
-        fsutil.atomic_write_bytes(paths.fold, json.dumps(header).encode("utf-8") + b"\n" + body)
+                  "body_sha256": _digest(body_line), "steps_sha256": _digest(step_line),
+                  "loop_fields": LOOP_FIELDS, "step_fields": STEP_FIELDS, "config": _config(paths)}
+        fsutil.atomic_write_bytes(paths.fold, json.dumps(header).encode("utf-8") + b"\n" + body_line + step_line)
         return True
     except Exception as err:  # noqa: BLE001 - derived data: a run never fails for it
         log.warning("could not write %s: %s: %s", paths.fold, type(err).__name__, err)
@@ -170,19 +185,23 @@ def _config(paths: WorkspacePaths) -> dict[str, Any] | None:
     return {"sha256": digest, "settings": Settings.of(config).to_json()}
 
 
-# ---- the folds as JSON ------------------------------------------------------------------------------------
+# ---- the folds as JSON: a loop and a step as a row of values, in their fields' order ------------------------
+LOOP_FIELDS = [f.name for f in dataclasses.fields(LoopStats)]
+STEP_FIELDS = [f.name for f in dataclasses.fields(StepFinished)]
+USAGE_FIELDS = [f.name for f in dataclasses.fields(Usage)]
 _EVENT_FIELDS = ("run_started", "run_finished", "in_flight", "quota_wait", "budget_stop", "stop_request")
+_STATUS, _USAGE = LOOP_FIELDS.index("status"), LOOP_FIELDS.index("usage")
 
 
-def _to_json(fold: Fold) -> dict[str, Any]:
+def _to_json(fold: Fold) -> tuple[dict[str, Any], list[list[Any]]]:
     h = fold.history
     history: dict[str, Any] = {}
     for f in dataclasses.fields(RunHistory):
         value = getattr(h, f.name)
         if f.name == "steps":
-            value = [step.to_json() for step in value.values()]
-        elif f.name == "loops":
-            value = [_loop_json(stats) for stats in value.values()]
+            continue
+        if f.name == "loops":
+            value = [_loop_row(stats) for stats in value.values()]
         elif f.name in _EVENT_FIELDS:
             value = value.to_json() if value is not None else None
         elif f.name == "live_environments":
@@ -191,26 +210,34 @@ def _to_json(fold: Fold) -> dict[str, Any]:
     book = fold.notes
     notes = {"stored": book.stored, "inbox_names": sorted(book.inbox_names), "taken_by": book.taken_by,
              "loop_notes": {str(t): notes for t, notes in book.loop_notes.items()}}
-    return {"history": history, "notes": notes}
+    steps = [[getattr(step, name) for name in STEP_FIELDS] for step in h.steps.values()]
+    return {"history": history, "notes": notes}, steps
 
 
-def _loop_json(stats: LoopStats) -> dict[str, Any]:
-    out = {f.name: getattr(stats, f.name) for f in dataclasses.fields(LoopStats)}
-    out["status"] = stats.status.value
-    out["usage"] = {role: usage.to_json() for role, usage in stats.usage.items()}
-    return out
+def _loop_row(stats: LoopStats) -> list[Any]:
+    row = [getattr(stats, name) for name in LOOP_FIELDS]
+    row[_STATUS] = stats.status.value
+    row[_USAGE] = {role: [getattr(usage, name) for name in USAGE_FIELDS] for role, usage in stats.usage.items()}
+    return row
 
 
-def _from_json(data: dict[str, Any], offset: int, lines: int) -> Fold:
+def _loop_from(row: list[Any]) -> LoopStats:
+    row[_STATUS] = LoopStatus(row[_STATUS])
+    # Usage(*u), not from_json: a cost summed to the int 0 stays 0, as status prints it
+    row[_USAGE] = {role: Usage(*u) for role, u in row[_USAGE].items()}
+    return LoopStats(*row)
+
+
+def _from_json(data: dict[str, Any], steps: list[list[Any]], offset: int, lines: int) -> Fold:
     raw = data["history"]
     values: dict[str, Any] = {}
     for f in dataclasses.fields(RunHistory):
-        value = raw[f.name]  # a field this checkpoint lacks: a KeyError, and the full fold runs
         if f.name == "steps":
-            value = {(s["loop"], s["step"]): StepFinished(**{k: v for k, v in s.items() if k != "event"})
-                     for s in value}
-        elif f.name == "loops":
-            value = {s["loop"]: _loop_from(s) for s in value}
+            values["steps"] = {(row[0], row[1]): StepFinished(*row) for row in steps}
+            continue
+        value = raw[f.name]  # a field this checkpoint lacks: a KeyError, and the full fold runs
+        if f.name == "loops":
+            value = {row[0]: _loop_from(row) for row in value}
         elif f.name in _EVENT_FIELDS:
             value = Event.from_json(value) if value is not None else None
         elif f.name == "live_environments":
@@ -220,14 +247,7 @@ def _from_json(data: dict[str, Any], offset: int, lines: int) -> Fold:
         elif f.name == "role_setting":
             value = {role: (harness, model) for role, (harness, model) in value.items()}
         values[f.name] = value
-    history = RunHistory(**values)
     n = data["notes"]
     book = NoteBook(stored=list(n["stored"]), inbox_names=set(n["inbox_names"]), taken_by=dict(n["taken_by"]),
                     loop_notes={int(t): list(v) for t, v in n["loop_notes"].items()})
-    return Fold(history, book, offset, lines)
-
-
-def _loop_from(data: dict[str, Any]) -> LoopStats:
-    # Usage(**u), not from_json: a cost summed to the int 0 stays 0, as status prints it
-    return LoopStats(**{**data, "status": LoopStatus(data["status"]),
-                        "usage": {role: Usage(**u) for role, u in data["usage"].items()}})
+    return Fold(RunHistory(**values), book, offset, lines)

@@ -110,7 +110,7 @@ def _stop_reason(history: RunHistory, state: RunStatus) -> dict[str, Any] | None
 def workspace_status(ws: Readable) -> dict[str, Any]:
     """The summary `hoh status --json` prints, of a workspace opened for reading (or opened whole)."""
     settings = ws.settings if isinstance(ws, ReadView) else Settings.of(ws.config)
-    fold = read_fold(ws.paths)  # the journal read once (from its checkpoint on): the run's fold and the notes'
+    fold = read_fold(ws.paths, steps=False)  # the journal read once, from its checkpoint on: the run and its notes
     history = fold.history
     loops = history.loop_list()
     state = run_state(history, ws)
