@@ -30,7 +30,7 @@ from .. import __version__
 from ..paths import WorkspacePaths
 from ..statuses import LoopStatus
 from ..usage import Usage
-from .events import Event, StepFinished
+from .events import KINDS, Event, StepFinished
 from .journal import Journal, LoopStats, Record, RunHistory, parse_lines
 from .notes import NoteBook
 from .readview import Settings, config_digest
@@ -189,7 +189,9 @@ def _config(paths: WorkspacePaths) -> dict[str, Any] | None:
 LOOP_FIELDS = [f.name for f in dataclasses.fields(LoopStats)]
 STEP_FIELDS = [f.name for f in dataclasses.fields(StepFinished)]
 USAGE_FIELDS = [f.name for f in dataclasses.fields(Usage)]
-_EVENT_FIELDS = ("run_started", "run_finished", "in_flight", "quota_wait", "budget_stop", "stop_request")
+_EVENT_FIELDS = {f.name for f in dataclasses.fields(RunHistory)
+                 if str(f.type).removesuffix(" | None") in {kind.__name__ for kind in KINDS.values()}}
+"""The fields that hold one event (or None): the run's start and end, the attempt in flight, a wait, a stop."""
 _STATUS, _USAGE = LOOP_FIELDS.index("status"), LOOP_FIELDS.index("usage")
 
 
