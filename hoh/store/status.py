@@ -119,6 +119,7 @@ def workspace_status(ws: Readable) -> dict[str, Any]:
     live = state is RunStatus.RUNNING
     paused = history.quota_wait if live and history.quota_wait and history.quota_wait.until > now \
         else None
+    usage = history.usage  # a sum over every loop: once
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "workspace": str(ws.paths.root),
@@ -128,9 +129,9 @@ def workspace_status(ws: Readable) -> dict[str, Any]:
         "state": state.value,
         "target_loops": target,
         "loops_finished": sum(1 for s in loops if s.status.finished),
-        "usage": history.usage.to_json(),
-        "tokens": history.usage.total_tokens,
-        "cost_usd": history.usage.cost_usd,
+        "usage": usage.to_json(),
+        "tokens": usage.total_tokens,
+        "cost_usd": usage.cost_usd,
         "wall_hours": round(history.wall_seconds(now if live else None) / 3600, 4),
         "budget": figures(settings.budget, history, now if live else None),
         "stop_reason": _stop_reason(history, state),
