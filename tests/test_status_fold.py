@@ -156,6 +156,16 @@ def test_a_broken_or_foreign_checkpoint_is_not_used(long, how):
     same_fold(long)
 
 
+def test_settings_in_a_changed_header_are_not_used(demo):
+    path = demo / "state" / "fold.json"
+    header, rest = path.read_bytes().split(b"\n", 1)
+    changed = json.loads(header)
+    changed["config"]["settings"]["sandbox"] = "off"  # hoh.yaml unchanged: only the hash of the settings tells
+    path.write_bytes(json.dumps(changed).encode() + b"\n" + rest)
+    assert fold.cached_settings(WorkspacePaths(demo)) is None
+    assert api.status(demo)["sandbox"] == "bwrap"
+
+
 def test_another_workspace_s_checkpoint_is_not_used(long, demo):
     shutil.copyfile(demo / "state" / "fold.json", long / "state" / "fold.json")
     assert not binds(long)

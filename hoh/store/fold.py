@@ -73,7 +73,8 @@ def cached_settings(paths: WorkspacePaths) -> Settings | None:
             header = json.loads(fh.readline())
         config = header["config"]
         if header.get("schema_version") != FOLD_SCHEMA_VERSION or header.get("hoh") != __version__ \
-                or not config or config["sha256"] != config_digest(paths):
+                or not config or config["settings_sha256"] != _settings_digest(config["settings"]) \
+                or config["sha256"] != config_digest(paths):
             return None
         return Settings.from_json(config["settings"])
     except (OSError, ValueError, KeyError, TypeError, IndexError):
@@ -182,7 +183,12 @@ def _config(paths: WorkspacePaths) -> dict[str, Any] | None:
         return None
     if digest is None or digest != config_digest(paths) or config.harness.name not in ADAPTERS:
         return None  # changed while read, or a third party's harness: readers import and check it themselves
-    return {"sha256": digest, "settings": Settings.of(config).to_json()}
+    settings = Settings.of(config).to_json()
+    return {"sha256": digest, "settings": settings, "settings_sha256": _settings_digest(settings)}
+
+
+def _settings_digest(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 # ---- the folds as JSON: a loop and a step as a row of values, in their fields' order ------------------------

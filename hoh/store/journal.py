@@ -22,10 +22,8 @@ from ..records import LoopSummary
 from ..statuses import LoopStatus, RunStatus
 from ..usage import Usage
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, ChecksAdmitted, ChecksReplayed, EnvironmentStarted,
-                     EnvironmentStopped, Event,
-                     EventError, LoopFinished, LoopStarted,
-                     ProcessStarted, QuotaWait, RoleFailed, RunFinished, RunStarted, StepFinished,
-                     StopRequested, ViolationBetweenRoles)
+                     EnvironmentStopped, Event, EventError, LoopFinished, LoopStarted, ProcessStarted, QuotaWait,
+                     RoleFailed, RunFinished, RunStarted, StepFinished, StopRequested, ViolationBetweenRoles)
 
 JOURNAL_SCHEMA_VERSION = 1
 BETWEEN_ROLES = "between roles"
@@ -47,8 +45,7 @@ class Record:
 
 
 def parse_lines(path: Path, lines: list[str], before: int = 0) -> Iterator[Record]:
-    """The records of the journal's last `lines`, which follow its first `before` lines; the last of them,
-    when it is not JSON, is a torn final write (a crash) and is left out."""
+    """The records of `lines`, the journal's after its first `before`; a last one that is not JSON is left out."""
     last = before + len(lines)
     for number, line in enumerate(lines, before + 1):
         try:
@@ -192,11 +189,11 @@ class LoopStats:
     progress: dict[str, int] | None = None
     """behaviours_added, reverified, issues_closed (None in journals before progress was recorded)."""
     failure: str | None = None
+    """Why a role of this loop failed (its role and last error), when one did."""
     checks: dict[str, int] | None = None
     """The replay's and the admission's counts (`LoopSummary.checks`); None before any ran."""
     check_step_seconds: dict[str, float] = field(default_factory=dict)
     """replay / admit → its time (a step run again after a crash replaces its figure, never adds to it)."""
-    """Why a role of this loop failed (its role and last error), when one did."""
 
     @property
     def made_progress(self) -> bool:
