@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator
 from ..errors import StateError
 from ..fsutil import atomic_write_bytes
 from ..paths import ROLES
-from ..records import LoopSummary
+from ..summary import LoopSummary
 from ..statuses import LoopStatus, RunStatus
 from ..usage import Usage
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, ChecksAdmitted, ChecksReplayed, EnvironmentStarted,
