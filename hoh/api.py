@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 from .errors import EnvironmentUnavailable
 from .statuses import RunStatus
 from .store.journal import Journal, RunHistory
-from .store.workspace import create_workspace, open_workspace, require_writable
 
 if TYPE_CHECKING:
     from .config import HohConfig
     from .runtime.loop import Notify, RunReport
 
-# The Runtime (prompts, schemas, adapters) is imported by build and resume only: `hoh status` on a
-# long run must not pay for what it does not use.
+# The Runtime (prompts, schemas, adapters) is imported by build and resume only, and the config's pydantic
+# models by the commands that write: `hoh status` and `hoh show` open the workspace for reading
+# (`store.readview`), and must not pay for what they do not use.
 
 
 def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False,
@@ -26,6 +26,7 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
     directory (with or without files or its own git history) is the project: its content is A_0."""
     from .runtime.loop import Runtime
     from .runtime.setup import prepare_adapters, role_adapters
+    from .store.workspace import create_workspace
     prepare_adapters(config)  # every role's CLI, and a cost budget's prices, before anything is created
     if not config.environment.local:
         from .envs.harbor_env import preflight
@@ -51,6 +52,7 @@ def resume(workspace: Path, *, more_loops: int | None = None, notify: Notify | N
     (`budget.cost_usd=20`) change the workspace's hoh.yaml first. A run that ended `complete` or
     `stalled` runs again only when `more_loops` asks for it."""
     from .runtime.loop import Runtime
+    from .store.workspace import open_workspace, require_writable
     ws = open_workspace(Path(workspace))
     require_writable(ws, "hoh resume")
     with Runtime.open(ws, notify, overrides=overrides) as runtime:
@@ -75,6 +77,7 @@ def stop(workspace: Path) -> str:
     from .errors import UsageError
     from .store.lock import lock_held
     from .store.stop import StopFile
+    from .store.workspace import open_workspace, require_writable
     ws = open_workspace(Path(workspace))
     if not lock_held(ws.paths.root):
         raise UsageError(f"no hoh is running in {ws.paths.root}; nothing to stop")
@@ -90,6 +93,7 @@ def note(workspace: Path, text: str) -> str | None:
     """Add a human's note for the next loop's Planner (`hoh note`): its id once stored, or None while it waits
     for the live run to store it when its next loop starts planning."""
     from .store.notes import add_note, check_text
+    from .store.workspace import open_workspace, require_writable
     text = check_text(text)  # an empty note is refused before the workspace is even looked at
     ws = open_workspace(Path(workspace))
     require_writable(ws, "hoh note")
@@ -98,13 +102,15 @@ def note(workspace: Path, text: str) -> str | None:
 
 def status(workspace: Path) -> dict:
     """The workspace summary `hoh status --json` prints."""
+    from .store.readview import open_for_reading
     from .store.status import workspace_status
-    return workspace_status(open_workspace(Path(workspace)))
+    return workspace_status(open_for_reading(Path(workspace)))
 
 
 def verify(workspace: Path, repair: bool = False) -> dict:
     """Re-hash everything finished loops left (`hoh status --verify`); with `repair`, restore sealed files."""
     from .store.verify import verify_workspace
+    from .store.workspace import open_workspace, require_writable
     ws = open_workspace(Path(workspace))
     if repair:
         require_writable(ws, "hoh status --repair")
@@ -115,7 +121,8 @@ def ledger_item(workspace: Path, item_id: str) -> dict:
     """One issue (I-…) or verified behaviour (V-…) from the workspace's ledger."""
     from .errors import UsageError
     from .evidence.ledger import Ledger
-    ws = open_workspace(Path(workspace))
+    from .store.readview import open_for_reading
+    ws = open_for_reading(Path(workspace))
     ledger = Ledger.load(ws.paths.ledger)
     found = ledger.issue(item_id) or next((b for b in ledger.behaviours if b["id"] == item_id), None)
     if found is None:

@@ -20,6 +20,7 @@
       state/                    written by the Runtime only, never by an agent
         workspace.json          identity: schema_version, spec sha256, root commit, project dir, created_by
         journal.jsonl           append-only, fsynced event log: the truth for resume
+        fold.json               the journal's fold up to a byte offset (derived; see store/fold.py)
         INDEX.md                progressive-disclosure index the Planner reads first
         ledger.json             issue ledger and verified-behaviour register
         notes/N-0001.md         a human's note (`hoh note`), given to the next loop's Planner
@@ -121,6 +122,10 @@ class WorkspacePaths:
     @property
     def journal(self) -> Path:
         return self.state / "journal.jsonl"
+
+    @property
+    def fold(self) -> Path:
+        return self.state / "fold.json"
 
     @property
     def index(self) -> Path:

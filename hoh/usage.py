@@ -43,7 +43,15 @@ class Usage:
 
     @classmethod
     def sum(cls, items: Iterable["Usage"]) -> "Usage":
-        total = cls()
+        """`Usage() + a + b + …`, computed the same way (the same cost, an int 0 included) without the objects
+        in between: status sums every attempt of a long run several times."""
+        tokens_in = cached = tokens_out = reasoning = 0
+        cost = None
         for item in items:
-            total = total + item
-        return total
+            tokens_in += item.input_tokens
+            cached += item.cached_input_tokens
+            tokens_out += item.output_tokens
+            reasoning += item.reasoning_tokens
+            other = item.cost_usd
+            cost = None if cost is None and other is None else (cost or 0) + (other or 0)
+        return cls(tokens_in, cached, tokens_out, reasoning, cost)

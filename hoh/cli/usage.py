@@ -71,3 +71,71 @@ class UsageCommand(TyperCommand):
             if hasattr(err, "ctx") and err.ctx is None and hasattr(err, "show"):
                 err.ctx = ctx
             raise
+
+
+# ---- values that need no pydantic ---------------------------------------------------------------------------
+# Recent typer releases coerce every option's value through a pydantic TypeAdapter, built when the command
+# runs: importing pydantic and building the adapters is most of what `hoh status` costs. A plain value (a
+# path or string as given, a count, a flag, an option not given) comes out of that adapter as it went in, so it
+# is taken as it is; anything
+# else (a number to parse, a choice, a path typer must check) goes through typer's own coercion. A typer
+# without these internals is left as it is.
+def _install_plain_values() -> None:
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+        from typer.core import _TyperParameter
+    except ImportError:
+        return
+    original = getattr(_TyperParameter, "get_runtime_param", None)
+    if original is None or not hasattr(RuntimeParam, "_coerce_value"):
+        return
+
+    class PlainValue(RuntimeParam):
+        def _coerce_value(self, value, param, ctx):
+            info, kind = self.parameter_info, self.annotation
+            if kind is str and isinstance(value, str) or kind in (int, bool) and type(value) is kind:
+                return value
+            if kind is Path and isinstance(value, (str, Path)) and _plain_path(value, info):
+                return Path(value)
+            param._runtime_param = build_runtime_param(param.type_descriptor)
+            return param._runtime_param._coerce_value(value, param, ctx)
+
+    def get_runtime_param(self):
+        if getattr(self, "_runtime_param", None) is None and _plain_kind(self):
+            self._runtime_param = PlainValue(parameter_info=self.type_descriptor.parameter_info,
+                                             annotation=self.type_descriptor.annotation)
+        return original(self)
+
+    _TyperParameter.get_runtime_param = get_runtime_param
+
+
+def _plain_kind(param) -> bool:
+    described = getattr(param, "type_descriptor", None)
+    info = getattr(described, "parameter_info", None)
+    if info is None or getattr(described, "file_annotation", None) is not None or getattr(info, "parser", None) \
+            or getattr(info, "click_type", None) or param.multiple or param.nargs != 1:
+        return False
+    if described.annotation is int:
+        return getattr(info, "min", None) is None and getattr(info, "max", None) is None
+    return described.annotation in (str, Path, bool)
+
+
+def _plain_path(value, info) -> bool:
+    """A path typer would pass as it is: no checks asked for but readability, and it is readable or absent."""
+    defaults = (getattr(info, "path_type", None) is None and not getattr(info, "exists", False)
+                and not getattr(info, "resolve_path", False) and not getattr(info, "writable", False)
+                and not getattr(info, "allow_dash", False) and getattr(info, "file_okay", True)
+                and getattr(info, "dir_okay", True))
+    if not defaults:
+        return False
+    import os
+    try:
+        os.stat(value)
+    except OSError:
+        return True  # typer's own check passes a path it cannot stat
+    except ValueError:
+        return False  # an embedded NUL: typer decides
+    return not getattr(info, "readable", True) or os.access(value, os.R_OK)
+
+
+_install_plain_values()

@@ -30,6 +30,7 @@ from ..records import (Candidate, DeveloperReport, Plan, Preserved, QaReport, re
                        read_qa)
 from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev
+from ..store import fold
 from ..store.journal import Journal, RunHistory
 from ..store.lock import WorkspaceLock
 from ..store.notes import Notes
@@ -196,6 +197,7 @@ class Runtime:
         finally:
             self.journal.append(ev.RunFinished(status=report.status, loops_finished=report.loops_finished,
                                                error=report.error))
+            fold.save(self.paths)
             control.stop_file.clear()
             if report.status is not RunStatus.INTERRUPTED:
                 last = history.last_finished_loop
@@ -379,6 +381,7 @@ class Runtime:
                                             verified=qa.verified_count if qa else 0,
                                             criteria=len(qa.criteria) if qa else 0, issues=ledger.counts(),
                                             progress=ledger.progress(t), reason=shortfall(ledger, t, qa) if short else None))
+        fold.save(self.paths)  # `hoh status` folds only what comes after
         self.notify("loop_done", loop=t, status=outcome.status)
         self.control.hook("on_loop_end", t, f"{t:04d}",
                           {"event": "loop_end", **loop_summary(self.history.loops[t].summary())})

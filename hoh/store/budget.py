@@ -10,11 +10,13 @@ that overrun is reported by `figures`.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..config import BudgetConfig
 from ..errors import BudgetExhausted
 from .journal import RunHistory
+
+if TYPE_CHECKING:  # pydantic, which `hoh status` does not import (it passes `readview.BudgetLimits`)
+    from ..config import BudgetConfig
 
 KEYS = ("tokens", "cost_usd", "wall_hours")
 

@@ -18,14 +18,12 @@ from typing import Callable, Iterable, Iterator
 from ..errors import StateError
 from ..fsutil import atomic_write_bytes
 from ..paths import ROLES
-from ..records import LoopSummary
+from ..summary import LoopSummary
 from ..statuses import LoopStatus, RunStatus
 from ..usage import Usage
 from .events import (AttemptFinished, AttemptStarted, BudgetStop, ChecksAdmitted, ChecksReplayed, EnvironmentStarted,
-                     EnvironmentStopped, Event,
-                     EventError, LoopFinished, LoopStarted,
-                     ProcessStarted, QuotaWait, RoleFailed, RunFinished, RunStarted, StepFinished,
-                     StopRequested, ViolationBetweenRoles)
+                     EnvironmentStopped, Event, EventError, LoopFinished, LoopStarted, ProcessStarted, QuotaWait,
+                     RoleFailed, RunFinished, RunStarted, StepFinished, StopRequested, ViolationBetweenRoles)
 
 JOURNAL_SCHEMA_VERSION = 1
 BETWEEN_ROLES = "between roles"
@@ -44,6 +42,26 @@ class Record:
     seq: int
     time: float
     event: Event
+
+
+def parse_lines(path: Path, lines: list[str], before: int = 0) -> Iterator[Record]:
+    """The records of `lines`, the journal's after its first `before`; a last one that is not JSON is left out."""
+    last = before + len(lines)
+    for number, line in enumerate(lines, before + 1):
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            if number == last:  # torn final write from a crash
+                return
+            raise StateError(f"{path}: line {number} is corrupt; restore it from a backup") from None
+        if not isinstance(raw, dict):
+            raise StateError(f"{path}: line {number} is not an event; restore it from a backup")
+        if isinstance(raw.get("v"), int) and raw["v"] > JOURNAL_SCHEMA_VERSION:
+            raise StateError(f"{path}: written by a newer hoh (v{raw['v']}); upgrade hoh")
+        try:
+            yield Record(int(raw["seq"]), float(raw["time"]), Event.from_json(raw))
+        except (EventError, KeyError, TypeError, ValueError) as err:
+            raise StateError(f"{path}: line {number}: {err}; restore the journal from a backup") from None
 
 
 class Journal:
@@ -80,21 +98,7 @@ class Journal:
             return
         with open(self.path, encoding="utf-8") as fh:
             lines = fh.readlines()
-        for number, line in enumerate(lines, 1):
-            try:
-                raw = json.loads(line)
-            except ValueError:
-                if number == len(lines):  # torn final write from a crash
-                    return
-                raise StateError(f"{self.path}: line {number} is corrupt; restore it from a backup") from None
-            if not isinstance(raw, dict):
-                raise StateError(f"{self.path}: line {number} is not an event; restore it from a backup")
-            if isinstance(raw.get("v"), int) and raw["v"] > JOURNAL_SCHEMA_VERSION:
-                raise StateError(f"{self.path}: written by a newer hoh (v{raw['v']}); upgrade hoh")
-            try:
-                yield Record(int(raw["seq"]), float(raw["time"]), Event.from_json(raw))
-            except (EventError, KeyError, TypeError, ValueError) as err:
-                raise StateError(f"{self.path}: line {number}: {err}; restore the journal from a backup") from None
+        yield from parse_lines(self.path, lines)
 
     def append(self, event: Event) -> Record:
         self._seq += 1
@@ -185,11 +189,11 @@ class LoopStats:
     progress: dict[str, int] | None = None
     """behaviours_added, reverified, issues_closed (None in journals before progress was recorded)."""
     failure: str | None = None
+    """Why a role of this loop failed (its role and last error), when one did."""
     checks: dict[str, int] | None = None
     """The replay's and the admission's counts (`LoopSummary.checks`); None before any ran."""
     check_step_seconds: dict[str, float] = field(default_factory=dict)
     """replay / admit → its time (a step run again after a crash replaces its figure, never adds to it)."""
-    """Why a role of this loop failed (its role and last error), when one did."""
 
     @property
     def made_progress(self) -> bool:

@@ -51,15 +51,19 @@ class NoteBook:
     def fold(cls, records: Iterable[Record]) -> "NoteBook":
         book = cls()
         for record in records:
-            ev = record.event
-            if isinstance(ev, NoteAdded):
-                book.stored.append(ev.note)
-                if ev.inbox:
-                    book.inbox_names.add(ev.inbox)
-            elif isinstance(ev, NotesTaken):
-                book.loop_notes[ev.loop] = list(ev.notes)
-                book.taken_by.update({note: ev.loop for note in ev.notes})
+            book.apply(record)
         return book
+
+    def apply(self, record: Record) -> None:
+        """Fold one more record in (in journal order)."""
+        ev = record.event
+        if isinstance(ev, NoteAdded):
+            self.stored.append(ev.note)
+            if ev.inbox:
+                self.inbox_names.add(ev.inbox)
+        elif isinstance(ev, NotesTaken):
+            self.loop_notes[ev.loop] = list(ev.notes)
+            self.taken_by.update({note: ev.loop for note in ev.notes})
 
     @property
     def pending(self) -> list[str]:

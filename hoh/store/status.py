@@ -10,15 +10,22 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..config import role_harness
+from typing import TYPE_CHECKING, Union
+
 from ..paths import ROLES
 from ..statuses import RunStatus
 from ..usage import Usage
 from .budget import figures
-from .journal import Journal, LoopStats, RunHistory
+from .fold import read_fold
+from .journal import LoopStats, RunHistory
 from .lock import lock_held as _lock_held
 from .notes import NoteBook, queued
-from .workspace import Workspace
+from .readview import ReadView, Settings
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
+
+Readable = Union[ReadView, "Workspace"]
 
 STATUS_SCHEMA_VERSION = 3
 """2: cost, budget, stop_reason, paused_until, eta, roles, patience; tokens and cost_usd per loop.
@@ -28,12 +35,12 @@ ETA_WINDOW = 5
 """The ETA assumes the next loops take as long as the mean of the last this many."""
 
 
-def lock_held(ws: Workspace) -> bool:
+def lock_held(ws: Readable) -> bool:
     """Whether a hoh process is working in the workspace right now."""
     return _lock_held(ws.paths.root)
 
 
-def run_state(history: RunHistory, ws: Workspace) -> RunStatus:
+def run_state(history: RunHistory, ws: Readable) -> RunStatus:
     if history.run_started is None:
         return RunStatus.NOT_STARTED
     if history.run_finished is not None:
@@ -45,12 +52,11 @@ def clock(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
 
 
-def _roles(ws: Workspace, history: RunHistory, loops: list[LoopStats]) -> dict[str, Any]:
+def _roles(settings: Settings, history: RunHistory, loops: list[LoopStats]) -> dict[str, Any]:
     """Per role: the harness and model it ran on (its latest attempt's, else the config's), and its totals."""
     out = {}
     for role in ROLES:
-        configured = role_harness(ws.config, role)
-        harness, model = history.role_setting.get(role, (configured.name, configured.model))
+        harness, model = history.role_setting.get(role, settings.roles[role])
         usage = Usage.sum(s.usage[role] for s in loops)
         out[role] = {"harness": harness, "model": model, "attempts": sum(s.attempts[role] for s in loops),
                      "seconds": round(sum(s.role_seconds[role] for s in loops), 3), "tokens": usage.total_tokens,
@@ -101,42 +107,45 @@ def _stop_reason(history: RunHistory, state: RunStatus) -> dict[str, Any] | None
     return reason
 
 
-def workspace_status(ws: Workspace) -> dict[str, Any]:
-    records = list(Journal(ws.paths.journal).records())  # read once: the run's fold and the notes' fold
-    history = RunHistory.fold(records)
+def workspace_status(ws: Readable) -> dict[str, Any]:
+    """The summary `hoh status --json` prints, of a workspace opened for reading (or opened whole)."""
+    settings = ws.settings if isinstance(ws, ReadView) else Settings.of(ws.config)
+    fold = read_fold(ws.paths, steps=False)  # the journal read once, from its checkpoint on: the run and its notes
+    history = fold.history
     loops = history.loop_list()
     state = run_state(history, ws)
     now = time.time()
-    target = history.run_started.target_loops if history.run_started else ws.config.loops
+    target = history.run_started.target_loops if history.run_started else settings.loops
     live = state is RunStatus.RUNNING
     paused = history.quota_wait if live and history.quota_wait and history.quota_wait.until > now \
         else None
+    usage = history.usage  # a sum over every loop: once
     return {
         "schema_version": STATUS_SCHEMA_VERSION,
         "workspace": str(ws.paths.root),
-        "harness": ws.config.harness.name,
-        "sandbox": ws.config.sandbox.mode,
+        "harness": settings.harness,
+        "sandbox": settings.sandbox,
         "spec_sha256": ws.identity["spec_sha256"],
         "state": state.value,
         "target_loops": target,
         "loops_finished": sum(1 for s in loops if s.status.finished),
-        "usage": history.usage.to_json(),
-        "tokens": history.usage.total_tokens,
-        "cost_usd": history.usage.cost_usd,
+        "usage": usage.to_json(),
+        "tokens": usage.total_tokens,
+        "cost_usd": usage.cost_usd,
         "wall_hours": round(history.wall_seconds(now if live else None) / 3600, 4),
-        "budget": figures(ws.config.budget, history, now if live else None),
+        "budget": figures(settings.budget, history, now if live else None),
         "stop_reason": _stop_reason(history, state),
         "paused_until": clock(paused.until) if paused else None,
         "eta": _eta(history, state, target, now),
-        "patience": {"limit": ws.config.policy.patience, "loops_without_progress": history.no_progress_streak}
-        if ws.config.policy.patience else None,
-        "roles": _roles(ws, history, loops),
-        "notes": _notes(ws, NoteBook.fold(records)),
+        "patience": {"limit": settings.patience, "loops_without_progress": history.no_progress_streak}
+        if settings.patience else None,
+        "roles": _roles(settings, history, loops),
+        "notes": _notes(ws, fold.notes),
         "loops": [_loop_entry(stats, state, now if live else None) for stats in loops],
     }
 
 
-def _notes(ws: Workspace, book: NoteBook) -> list[dict[str, Any]]:
+def _notes(ws: Readable, book: NoteBook) -> list[dict[str, Any]]:
     """Every note: stored ones with the loop that took each (None: the next loop that plans), then those still
     waiting in the inbox for the live run (no id yet)."""
     out: list[dict[str, Any]] = []

@@ -14,7 +14,7 @@ from typing import Any
 from .. import __version__
 from ..config import HohConfig, apply_overrides, dump_config, load_config
 from ..errors import StateError, UsageError
-from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_bytes, sha256_file
+from ..fsutil import atomic_write_json, atomic_write_text, load_state, sha256_bytes
 from ..harness import registry
 from ..harness.attempt import FrozenInput
 from ..paths import WorkspacePaths
@@ -24,9 +24,8 @@ from .gitrun import GitError, run_git
 from .journal import Journal
 from .lock import WorkspaceLock, busy_message, lock_held
 from .mirror import ProjectMirror
+from .readview import WORKSPACE_SCHEMA_VERSION, check_files, identify, is_workspace
 
-WORKSPACE_SCHEMA_VERSION = 2
-"""2: the authoritative history moved from project/.git to history.git; `project_dir` added."""
 
 
 @dataclass(frozen=True)
@@ -71,10 +70,6 @@ def frozen_inputs(config: HohConfig, spec_path: Path) -> list[FrozenInput]:
             raise UsageError(f"--env-dockerfile {dockerfile}: no such file; give the path of a Dockerfile")
         inputs.append(FrozenInput("environment.dockerfile", source.resolve(), DOCKERFILE_NAME))
     return inputs
-
-
-def is_workspace(root: Path) -> bool:
-    return WorkspacePaths(root).identity.is_file()
 
 
 def check_project_dir(project: Path, root: Path) -> Path:
@@ -205,19 +200,10 @@ def require_writable(ws: Workspace, command: str) -> None:
 
 def open_workspace(root: Path) -> Workspace:
     root = root.expanduser().resolve()
-    if not is_workspace(root):
-        raise UsageError(f"{root} is not a hoh workspace (no state/workspace.json); start one with: hoh build SPEC -w {root}")
-    identity = load_state(WorkspacePaths(root).identity, ("schema_version", "spec_sha256", "root_commit"),
-                          WORKSPACE_SCHEMA_VERSION)
-    project = identity.get("project_dir")
-    paths = WorkspacePaths(root, Path(project) if project else None)
+    paths, identity = identify(root)
     if identity["schema_version"] < 2:
         identity = _upgrade_v1(paths, identity)
-    if not paths.project.is_dir():
-        raise StateError(f"the project directory {paths.project} is missing; restore it (its history is in "
-                         f"{paths.history})")
-    if not paths.spec.is_file() or sha256_file(paths.spec) != identity["spec_sha256"]:
-        raise StateError(f"{paths.spec}: the frozen spec was changed or removed; restore it (sha256 {identity['spec_sha256'][:12]}…)")
+    check_files(paths, identity)  # the same checks as `open_for_reading`'s, which skips the config's validation
     config = load_config(paths.config)
     registry.check_name(config.harness.name)
     return Workspace(paths, config, identity)

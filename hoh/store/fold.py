@@ -1,0 +1,261 @@
+"""The journal's fold saved up to a byte offset, so that a reader folds only what was appended since.
+
+    state/fold.json   line 1, the header: schema_version, hoh (the version that wrote it), offset and lines
+                      (how much of the journal is folded), sha256 (of the journal's first `offset` bytes),
+                      body_sha256 and steps_sha256 (of lines 2 and 3), loop_fields and step_fields, config
+                      (hoh.yaml's sha256 and its `Settings`)
+                      line 2, the body: the `RunHistory` and `NoteBook` of those bytes (a loop as a row of
+                      values in `loop_fields`' order)
+                      line 3: `RunHistory.steps`, as rows (status does not read them)
+
+Derived data, written by the Runtime alone (it holds the workspace lock) when a loop or a session ends, whole
+or not at all; never by a reader: `hoh status` runs beside a live run, on read-only copies, as other users.
+A reader takes the body only when it binds to the journal: this schema and this hoh, an offset at a line's
+end within the journal, the journal's bytes up to it and the body as hashed. Anything else (no file, a
+corrupt or foreign one, a journal truncated, rewritten or restored from a backup) and the whole journal is
+folded as before: a checkpoint can make status faster, never different.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from .. import __version__
+from ..paths import WorkspacePaths
+from ..statuses import LoopStatus
+from ..usage import Usage
+from .events import KINDS, Event, StepFinished
+from .journal import Journal, LoopStats, Record, RunHistory, parse_lines
+from .notes import NoteBook
+from .readview import Settings, config_digest
+
+FOLD_SCHEMA_VERSION = 1
+"""Bump it whenever `RunHistory.apply` or `NoteBook.apply` folds differently: older checkpoints are then ignored."""
+log = logging.getLogger("hoh.fold")
+
+
+@dataclass
+class Fold:
+    """The journal's folds, and how much of it a checkpoint of them would cover."""
+
+    history: RunHistory
+    notes: NoteBook
+    offset: int = 0
+    """Bytes of the journal folded in complete lines (a last line without its newline is not counted)."""
+    lines: int = 0
+
+
+# ---- reading ----------------------------------------------------------------------------------------------
+def _open(paths: WorkspacePaths, steps: bool) -> tuple[dict[str, Any], bytes, bytes | None] | None:
+    """The header, the body and (if asked for) the steps' line of a checkpoint of this schema and this hoh."""
+    try:
+        with open(paths.fold, "rb") as fh:
+            header = json.loads(fh.readline())
+            if not isinstance(header, dict) or header.get("schema_version") != FOLD_SCHEMA_VERSION \
+                    or header.get("hoh") != __version__:
+                return None
+            body = fh.readline()
+            return header, body, fh.readline() if steps else None
+    except (OSError, ValueError):
+        return None
+
+
+def cached_settings(paths: WorkspacePaths) -> Settings | None:
+    """hoh.yaml's settings as the Runtime validated them, if hoh.yaml is still those bytes."""
+    try:
+        with open(paths.fold, "rb") as fh:
+            header = json.loads(fh.readline())
+        config = header["config"]
+        if header.get("schema_version") != FOLD_SCHEMA_VERSION or header.get("hoh") != __version__ \
+                or not config or config["settings_sha256"] != _settings_digest(config["settings"]) \
+                or config["sha256"] != config_digest(paths):
+            return None
+        return Settings.from_json(config["settings"])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def read_fold(paths: WorkspacePaths, steps: bool = True) -> Fold:
+    """The fold of the whole journal: the checkpoint's plus its tail's when it binds, else all of it. With
+    `steps` False the checkpoint's `history.steps` are not read (status does not show them; resume needs them):
+    only the tail's are there."""
+    try:
+        with open(paths.journal, "rb") as fh:
+            data = fh.read()
+        if (fold := _checkpoint(paths, data, steps)) is not None:
+            for record in parse_lines(paths.journal, _lines(data[fold.offset:]), before=fold.lines):
+                fold.history.apply(record)
+                fold.notes.apply(record)
+            return fold
+    except Exception as err:  # noqa: BLE001 - whatever is wrong, the full fold below says it as it always has
+        log.debug("checkpoint %s not used: %s: %s", paths.fold, type(err).__name__, err)
+    records = list(Journal(paths.journal).records())
+    return Fold(RunHistory.fold(records), NoteBook.fold(records))
+
+
+def _checkpoint(paths: WorkspacePaths, data: bytes, steps: bool = True) -> Fold | None:
+    """The checkpoint's fold, when it binds to the journal's bytes `data`."""
+    found = _open(paths, steps)
+    if found is None:
+        return None
+    header, body, step_line = found
+    offset, lines = header["offset"], header["lines"]
+    if not (isinstance(offset, int) and isinstance(lines, int) and 0 < offset <= len(data)) \
+            or data[offset - 1:offset] != b"\n" or _digest(body) != header["body_sha256"] \
+            or step_line is not None and _digest(step_line) != header["steps_sha256"] \
+            or header["loop_fields"] != LOOP_FIELDS or header["step_fields"] != STEP_FIELDS \
+            or hashlib.sha256(data[:offset]).hexdigest() != header["sha256"]:
+        return None
+    return _from_json(json.loads(body), json.loads(step_line) if step_line is not None else [], offset, lines)
+
+
+def _digest(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()
+
+
+def _lines(data: bytes) -> list[str]:
+    """Lines as `Journal.records` reads them (text mode, universal newlines)."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").readlines()
+
+
+# ---- writing ----------------------------------------------------------------------------------------------
+def save(paths: WorkspacePaths) -> bool:
+    """Write the checkpoint of the journal as it is (for the Runtime, which holds the lock). hoh.yaml's settings
+    go in the header when it validates and names one of hoh's own harnesses. False when nothing was written: the
+    journal has a line this fold cannot take (it stays for the full fold to report), or the write failed."""
+    from .. import fsutil  # looked up at call time: the crash tests count this write
+    try:
+        data = paths.journal.read_bytes()
+        if b"\r" in data:  # line ends other than \n: the byte offsets below would not be the lines'
+            return False
+        fold = _fold_complete(paths, data)
+        if fold.offset == 0:
+            return False
+        body, steps = _to_json(fold)
+        body_line, step_line = (json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+                                for part in (body, steps))
+        header = {"schema_version": FOLD_SCHEMA_VERSION, "hoh": __version__, "offset": fold.offset,
+                  "lines": fold.lines, "sha256": hashlib.sha256(data[:fold.offset]).hexdigest(),
+                  "body_sha256": _digest(body_line), "steps_sha256": _digest(step_line),
+                  "loop_fields": LOOP_FIELDS, "step_fields": STEP_FIELDS, "config": _config(paths)}
+        fsutil.atomic_write_bytes(paths.fold, json.dumps(header).encode("utf-8") + b"\n" + body_line + step_line)
+        return True
+    except Exception as err:  # noqa: BLE001 - derived data: a run never fails for it
+        log.warning("could not write %s: %s: %s", paths.fold, type(err).__name__, err)
+        return False
+
+
+def _fold_complete(paths: WorkspacePaths, data: bytes) -> Fold:
+    """The fold of the journal's complete lines (each parsed, each ending in a newline), from the checkpoint on
+    when it binds."""
+    try:
+        fold = _checkpoint(paths, data)
+    except Exception:  # noqa: BLE001 - not used, as by a reader
+        fold = None
+    fold = fold or Fold(RunHistory(), NoteBook())
+    lines = _lines(data[fold.offset:])
+    if lines and not lines[-1].endswith("\n"):
+        lines.pop()  # a final write cut short: the next append cuts it off
+    records: list[Record] = list(parse_lines(paths.journal, lines, before=fold.lines))
+    if len(records) < len(lines):
+        lines.pop()  # the last line is not JSON: the full fold leaves it out, and fails once one follows it
+    for record in records:
+        fold.history.apply(record)
+        fold.notes.apply(record)
+    fold.offset += sum(len(line.encode("utf-8")) for line in lines)
+    fold.lines += len(lines)
+    return fold
+
+
+def _config(paths: WorkspacePaths) -> dict[str, Any] | None:
+    from ..config import load_config
+    from ..harness.registry import ADAPTERS
+    digest = config_digest(paths)
+    try:
+        config = load_config(paths.config)
+    except Exception:  # noqa: BLE001 - a hoh.yaml edited into something invalid: readers validate it themselves
+        return None
+    if digest is None or digest != config_digest(paths) or config.harness.name not in ADAPTERS:
+        return None  # changed while read, or a third party's harness: readers import and check it themselves
+    settings = Settings.of(config).to_json()
+    return {"sha256": digest, "settings": settings, "settings_sha256": _settings_digest(settings)}
+
+
+def _settings_digest(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+# ---- the folds as JSON: a loop and a step as a row of values, in their fields' order ------------------------
+LOOP_FIELDS = [f.name for f in dataclasses.fields(LoopStats)]
+STEP_FIELDS = [f.name for f in dataclasses.fields(StepFinished)]
+USAGE_FIELDS = [f.name for f in dataclasses.fields(Usage)]
+_EVENT_FIELDS = {f.name for f in dataclasses.fields(RunHistory)
+                 if str(f.type).removesuffix(" | None") in {kind.__name__ for kind in KINDS.values()}}
+"""The fields that hold one event (or None): the run's start and end, the attempt in flight, a wait, a stop."""
+_STATUS, _USAGE = LOOP_FIELDS.index("status"), LOOP_FIELDS.index("usage")
+
+
+def _to_json(fold: Fold) -> tuple[dict[str, Any], list[list[Any]]]:
+    h = fold.history
+    history: dict[str, Any] = {}
+    for f in dataclasses.fields(RunHistory):
+        value = getattr(h, f.name)
+        if f.name == "steps":
+            continue
+        if f.name == "loops":
+            value = [_loop_row(stats) for stats in value.values()]
+        elif f.name in _EVENT_FIELDS:
+            value = value.to_json() if value is not None else None
+        elif f.name == "live_environments":
+            value = {sid: started.to_json() for sid, started in value.items()}
+        history[f.name] = value
+    book = fold.notes
+    notes = {"stored": book.stored, "inbox_names": sorted(book.inbox_names), "taken_by": book.taken_by,
+             "loop_notes": {str(t): notes for t, notes in book.loop_notes.items()}}
+    steps = [[getattr(step, name) for name in STEP_FIELDS] for step in h.steps.values()]
+    return {"history": history, "notes": notes}, steps
+
+
+def _loop_row(stats: LoopStats) -> list[Any]:
+    row = [getattr(stats, name) for name in LOOP_FIELDS]
+    row[_STATUS] = stats.status.value
+    row[_USAGE] = {role: [getattr(usage, name) for name in USAGE_FIELDS] for role, usage in stats.usage.items()}
+    return row
+
+
+def _loop_from(row: list[Any]) -> LoopStats:
+    row[_STATUS] = LoopStatus(row[_STATUS])
+    # Usage(*u), not from_json: a cost summed to the int 0 stays 0, as status prints it
+    row[_USAGE] = {role: Usage(*u) for role, u in row[_USAGE].items()}
+    return LoopStats(*row)
+
+
+def _from_json(data: dict[str, Any], steps: list[list[Any]], offset: int, lines: int) -> Fold:
+    raw = data["history"]
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(RunHistory):
+        if f.name == "steps":
+            values["steps"] = {(row[0], row[1]): StepFinished(*row) for row in steps}
+            continue
+        value = raw[f.name]  # a field this checkpoint lacks: a KeyError, and the full fold runs
+        if f.name == "loops":
+            value = {row[0]: _loop_from(row) for row in value}
+        elif f.name in _EVENT_FIELDS:
+            value = Event.from_json(value) if value is not None else None
+        elif f.name == "live_environments":
+            value = {sid: Event.from_json(started) for sid, started in value.items()}
+        elif f.name == "live_processes":
+            value = [(pid, ticks) for pid, ticks in value]
+        elif f.name == "role_setting":
+            value = {role: (harness, model) for role, (harness, model) in value.items()}
+        values[f.name] = value
+    n = data["notes"]
+    book = NoteBook(stored=list(n["stored"]), inbox_names=set(n["inbox_names"]), taken_by=dict(n["taken_by"]),
+                    loop_notes={int(t): list(v) for t, v in n["loop_notes"].items()})
+    return Fold(RunHistory(**values), book, offset, lines)
