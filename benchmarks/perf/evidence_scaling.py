@@ -63,10 +63,15 @@ def loop_reports(t: int, ledger: Ledger, per_loop: int, rng: random.Random):
     return plan, developer, qa
 
 
+def candidate(t: int, candidate_id: str) -> dict:
+    return {"schema_version": 1, "loop": t, "candidate_id": candidate_id, "commit": "0" * 40, "tree": "0" * 40,
+            "parent": "0" * 40, "tag": f"loop-{t:04d}"}
+
+
 def planner_prompt(paths: WorkspacePaths, spec: str, loop: int) -> str:
     index = paths.index.read_text() if paths.index.exists() else ""
-    return template("planner").render(attempt=1, loop=loop, spec=spec, index=index, index_path=paths.index,
-                                      project_dir=paths.project, schema=schema_text("plan"))
+    return template("planner").render(role="planner", attempt=1, loop=loop, spec=spec, index=index, index_path=paths.index,
+                                      project_dir=paths.project, schema=schema_text("plan"), notes=[])
 
 
 def main() -> None:
@@ -93,7 +98,7 @@ def main() -> None:
                 lp = paths.loop(t)
                 atomic_write_json(lp.plan, plan)
                 atomic_write_json(lp.qa, qa)
-                atomic_write_json(lp.candidate, {"candidate_id": qa["candidate_id"]})
+                atomic_write_json(lp.candidate, candidate(t, qa["candidate_id"]))
             if t == 1:
                 atomic_write_text(paths.index, build_index(paths, spec, ledger, t, cfg))
                 sizes[2] = len(planner_prompt(paths, spec, 2).encode())
