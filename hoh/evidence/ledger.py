@@ -18,39 +18,19 @@ from __future__ import annotations
 
 import bisect
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import StateError
-from ..fsutil import atomic_write_text, load_state
+from ..fsutil import atomic_write_bytes, load_state
 from ..records import CheckResult, DeveloperReport, Finding, Plan, QaReport, record_of
 from .checks import BrokenCheck
+from .ledger_file import LEDGER_SCHEMA_VERSION, LastCopy, encode, shape_problem
 
-LEDGER_SCHEMA_VERSION = 1
 SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
 STATUS_RANK = {"reopened": 0, "open": 1, "fixed_pending_verify": 2, "closed": 3}
 ACTIVE = ("reopened", "open", "fixed_pending_verify")
-
-
-ISSUE_KEYS = {"id", "title", "severity", "status", "first_loop", "last_loop", "regressions", "history"}
-BEHAVIOUR_KEYS = {"id", "behaviour", "status", "first_verified", "issues", "history"}
-
-
-def _shape_problem(data: dict[str, Any]) -> str | None:
-    """A quick structural check on load; the full schema (schemas/ledger.schema.json) is for tests,
-    since validating thousands of issues on every load would cost more than the loop's own work."""
-    for key, required in (("issues", ISSUE_KEYS), ("behaviours", BEHAVIOUR_KEYS)):
-        items = data.get(key)
-        if not isinstance(items, list):
-            return f"'{key}' is missing or not a list"
-        for n, item in enumerate(items):
-            if not isinstance(item, dict) or not required <= item.keys():
-                return f"{key}[{n}] lacks {', '.join(sorted(required - set(item))) if isinstance(item, dict) else 'fields'}"
-            if key == "issues" and item["status"] not in STATUS_RANK:
-                return f"{key}[{n}] has unknown status {item['status']!r}"
-    return None
 
 
 def _norm(text: str) -> str:
@@ -73,17 +53,7 @@ def _id_order(item_id: str) -> tuple[int, str]:
     return len(item_id), item_id
 
 
-StatKey = tuple[int, int, int, int]
-_LOADED: dict[Path, tuple[StatKey, "Ledger"]] = {}
-"""Path → (its stat when this process last read or wrote it, the ledger it holds): `load` again is free."""
-
-
-def _stat_key(path: Path) -> StatKey | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+_LAST: LastCopy["Ledger"] = LastCopy()
 
 
 class Ledger:
@@ -130,35 +100,31 @@ class Ledger:
     # ---- persistence -------------------------------------------------------------------------
     @classmethod
     def load(cls, path: Path) -> "Ledger":
-        """The ledger at `path`; the one this process last read or saved there when the file has not changed
-        since (same size, mtime, ctime and inode) and nothing changed it unsaved, so a loop's load is free."""
-        key = _stat_key(path)  # before reading: a write after it changes the key, and the next load reads again
-        if key is None:
+        """The ledger at `path`; the very object this process last read or saved there when the file still holds
+        the same bytes and nothing changed the object unsaved, so the Runtime's load at every loop is free."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
             return cls()
-        cached = _LOADED.get(path)
-        if cached is not None and cached[0] == key and not cached[1]._dirty:
-            return cached[1]
+        except OSError:
+            raw = b""  # load_state says what is wrong with it
+        if (known := _LAST.get(path, raw)) is not None and not known._dirty:
+            return known
         data = load_state(path, ("schema_version", "issues", "behaviours"), LEDGER_SCHEMA_VERSION)
-        if problem := _shape_problem(data):
+        if problem := shape_problem(data, STATUS_RANK):
             raise StateError(f"{path}: corrupt ledger ({problem}); nothing was overwritten")
         ledger = cls(data)
-        _LOADED[path] = (key, ledger)
+        _LAST.put(path, raw, ledger)
         return ledger
 
     def save(self, path: Path) -> None:
-        """One issue or behaviour per line: readable, diffable, and fast to write at thousands of issues
-        (an indented dump goes through json's slow pure-Python encoder); only the lines of what changed
-        since the last save are encoded again. Written whole and atomically: a crash leaves the old file."""
-        head = {k: v for k, v in self.data.items() if k not in ("issues", "behaviours")}
-        parts = [json.dumps(head, ensure_ascii=False)[:-1]]
-        for section in ("issues", "behaviours"):
-            rows = ",\n".join(self._line(section, item) for item in self.data[section])
-            parts.append(f', "{section}": [\n{rows}\n]' if rows else f', "{section}": []')
-        atomic_write_text(path, "".join(parts) + "}\n")
+        """One issue or behaviour per line (`ledger_file.encode`); only the lines of what changed since the
+        last save are encoded again. Written whole and atomically: a crash leaves the old file."""
+        data = encode(self.data, self._line)
+        atomic_write_bytes(path, data)
         self._changed.clear()
         self._dirty = False
-        if (key := _stat_key(path)) is not None:
-            _LOADED[path] = (key, self)
+        _LAST.put(path, data, self)
 
     def _line(self, section: str, item: dict[str, Any]) -> str:
         key = (section, item["id"])
