@@ -50,6 +50,8 @@ def history_kind(rel: str) -> str:
         return OPAQUE
     if not rest and (rel.startswith("tmp") or rel.endswith(".msg")):
         return OPAQUE  # hoh's temporary files (a concurrent `hoh status --verify` makes a tmp dir)
+    if not rest and rel.startswith("sharedindex."):
+        return OPAQUE  # the sealed loops' shared index (seal.py); git checks it against the hash state-index names
     return GUARD
 
 

@@ -30,6 +30,10 @@ from .gitrun import GitError
 from .watch import DirWatch
 
 SEALED_REF = "refs/hoh/sealed"
+SPLIT_INDEX = ("-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now")
+"""The index of every sealed loop is split (git's split index): sealing a loop writes only its own entries to
+`state-index`, beside a shared index (`sharedindex.*` in history.git) rewritten only when the new entries pass a
+fifth of it, so a seal does not rewrite the whole history's index every loop; shared ones no longer used go."""
 StatKey = tuple[int, int, int, int, int]
 
 
@@ -93,7 +97,7 @@ class SealedState:
         # holds exactly what was recorded, so any directory that turns up later is a change.
         prune_empty_dirs(self.state_dir / loop_dir(t))
         self._ensure_index()
-        self._git("add", "--force", "--", loop_dir(t))
+        self._git(*SPLIT_INDEX, "add", "--force", "--", loop_dir(t))
         tree = self._git("write-tree")
         self.history.git("update-ref", SEALED_REF, tree)
         self._tree, self._loops = tree, sorted({*self.sealed_loops(), t})
