@@ -77,5 +77,5 @@ def test_the_throughput_benchmark_runs(harbor, tmp_path):
                             env={**harbor.env(), "HOH_BENCH_TMP": str(tmp_path)}, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-2000:]
     for variant in ("wait", "cpu"):
-        assert f"{variant}  trials at once=1  tasks=1" in result.stdout and f"{variant}  ratio 2/1 = " in result.stdout
+        assert f"{variant:4}  trials at once=1  tasks=1" in result.stdout and f"{variant:4}  ratio 2/1 = " in result.stdout
     assert list(tmp_path.iterdir()) == []
