@@ -65,6 +65,7 @@ class SealedState:
         self._by_dir: dict[str, list[str]] = {}
         """Sealed directory → the sealed files directly in it."""
         self._watch: DirWatch | None = None
+        self._sealed_dirs: tuple[Path, ...] | None = None
 
     def _git(self, *args: str, index: Path | None = None, binary: bool = False):
         return self.history.git(*args, work_tree=self.state_dir, index=index or self.index, binary=binary)
@@ -84,11 +85,18 @@ class SealedState:
             self._loops = sorted(int(name) for name in names.splitlines() if name.isdigit())
         return list(self._loops)
 
+    def sealed_dirs(self) -> tuple[Path, ...]:
+        """The sealed loops' directories (kept, and extended by `seal`: every attempt's guard skips them)."""
+        loops = self.sealed_loops()
+        if self._sealed_dirs is None or len(self._sealed_dirs) != len(loops):
+            self._sealed_dirs = tuple(self.state_dir / loop_dir(t) for t in loops)
+        return self._sealed_dirs
+
     def open_loops(self) -> list[int]:
         """Loop dirs not sealed yet: the loop running now (and any a crash left unfinished)."""
         done = set(self.sealed_loops())
-        loops = self.state_dir / "loops"
-        return sorted(int(d.name) for d in loops.iterdir() if d.name.isdigit() and int(d.name) not in done)
+        names = os.listdir(self.state_dir / "loops")  # names only: every attempt asks, and there is one per loop
+        return sorted(t for t in (int(name) for name in names if name.isdigit()) if t not in done)
 
     def seal(self, t: int) -> None:
         """Record loop t's state dir; idempotent (a crash before the ref update just seals again)."""
