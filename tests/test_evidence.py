@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import mini_script, run_hoh
@@ -10,6 +13,8 @@ from conftest import mini_script, run_hoh
 from hoh.errors import StateError
 from hoh.evidence.index import render_index
 from hoh.evidence.ledger import Ledger
+
+REPO_PERF = Path(__file__).resolve().parents[1] / "benchmarks" / "perf"
 
 
 def plan(tasks, preserve=()):
@@ -232,3 +237,87 @@ def test_an_id_less_finding_matches_an_active_issue_at_any_age_and_a_window_of_z
     ledger.apply_loop(42, plan([("T3", [], "e")]), dev("T3"), "loop-0042-eeeeeeeeeeee",
                       qa([("T3.A", "verified")], findings=[("crash on %", "major", None)]), same_defect_loops=0)
     assert [i["status"] for i in ledger.issues] == ["closed", "open"]
+
+
+# -- the ledger's indexes and its file ------------------------------------------------------------------------
+
+def _long_ledger(loops: int = 60):
+    sys.path.insert(0, str(REPO_PERF))
+    from evidence_scaling import loop_reports
+    ledger, rng = Ledger(), random.Random(3)
+    for t in range(1, loops + 1):
+        p, d, q = loop_reports(t, ledger, 4, rng)
+        if t % 7 == 0 and ledger.verified_behaviours():  # QA names the behaviour a finding breaks
+            q["findings"].append({"title": "it broke", "severity": "major", "repro": "", "evidence": q["findings"][0]["evidence"],
+                                  "behaviour_id": ledger.verified_behaviours()[0]["id"]})
+        ledger.apply_loop(t, p, d, q["candidate_id"], q)
+    return ledger
+
+
+def test_the_ledgers_indexes_answer_as_a_scan_of_it_would():
+    from hoh.evidence.ledger import ACTIVE, SEVERITY_RANK, STATUS_RANK
+    from hoh.evidence.shortfall import shortfall
+    from hoh.records import QaReport
+    ledger = _long_ledger()
+    issues, behaviours = ledger.issues, ledger.behaviours
+    assert ledger.counts() == {s: sum(i["status"] == s for i in issues) for s in STATUS_RANK}
+    ranked = sorted((i for i in issues if i["status"] in ACTIVE),
+                    key=lambda i: (STATUS_RANK[i["status"]], SEVERITY_RANK[i["severity"]], i["id"]))
+    assert ledger.ranked_active_issues() == ranked and ledger.ranked_active_issues(5) == ranked[:5]
+    assert ledger.active_count() == len(ranked)
+    assert ledger.verified_behaviours() == [b for b in behaviours if b["status"] == "verified"]
+    assert any(i.get("behaviour_id") for i in issues)
+    for b in behaviours:
+        assert ledger.regression_issues(b["id"]) == [i["id"] for i in issues if i.get("behaviour_id") == b["id"]]
+    for t in range(1, 61):
+        touched_issues, touched_behaviours = ledger.touched_in(t)
+        assert touched_issues == [i for i in issues if any(h["loop"] == t for h in i["history"])]
+        assert touched_behaviours == [b for b in behaviours if b["first_verified"]["loop"] == t
+                                      or any(h["loop"] == t for h in b["history"])]
+    # A fresh ledger of the same data builds the same indexes; a short loop's reason is the same either way.
+    fresh = Ledger(json.loads(json.dumps(ledger.data)))
+    qa = QaReport.from_json({"schema_version": 1, "loop": 60, "candidate_id": "c", "verdict": "partial",
+                             "criteria": [], "preserved": [], "findings": []})
+    for t in (7, 14, 59, 60):
+        assert fresh.progress(t) == ledger.progress(t) and shortfall(fresh, t, qa) == shortfall(ledger, t, qa)
+    assert fresh.ranked_active_issues() == ranked and fresh.counts() == ledger.counts()
+
+
+def test_a_saved_ledger_is_what_a_whole_dump_would_write_and_loads_back(tmp_path):
+    path = tmp_path / "ledger.json"
+    ledger = _long_ledger(30)
+    ledger.save(path)
+    sys.path.insert(0, str(REPO_PERF))
+    from evidence_scaling import loop_reports
+    for t in (31, 32):  # changed items are written anew, the others from the lines kept
+        p, d, q = loop_reports(t, ledger, 3, random.Random(t))
+        ledger.apply_loop(t, p, d, q["candidate_id"], q)
+        ledger.data["applied_through"] = t
+        ledger.save(path)
+        assert json.loads(path.read_text()) == json.loads(json.dumps(ledger.data))
+        assert Ledger(json.loads(json.dumps(ledger.data))).save(tmp_path / "whole.json") is None
+        assert path.read_bytes() == (tmp_path / "whole.json").read_bytes()
+    assert Ledger.load(path) is ledger  # unchanged since this process saved it: no read
+    text = path.read_text()
+    path.write_text(text.replace('"applied_through": 32', '"applied_through": 33'))  # same size, new mtime/ctime
+    again = Ledger.load(path)
+    assert again is not ledger and again.data["applied_through"] == 33 and again.data["issues"] == ledger.data["issues"]
+
+
+def test_a_ledger_changed_and_not_saved_is_read_again(tmp_path):
+    path = tmp_path / "ledger.json"
+    ledger = ledger_with_open_issue()
+    ledger.save(path)
+    ledger.apply_loop(2, plan([("T1", ["I-0001"], "c1")]), dev("T1"), "loop-0002-bbbbbbbbbbbb", None)  # an error would stop it here
+    again = Ledger.load(path)
+    assert again is not ledger and again.issue("I-0001")["status"] == "open"
+
+
+def test_an_old_indented_ledger_still_loads_and_is_saved_in_lines(tmp_path):
+    path = tmp_path / "ledger.json"
+    old = ledger_with_open_issue().data
+    path.write_text(json.dumps(old, indent=2))
+    ledger = Ledger.load(path)
+    assert ledger.ranked_active_issues()[0]["id"] == "I-0001" and ledger.counts()["open"] == 1
+    ledger.save(path)
+    assert json.loads(path.read_text()) == old and len(path.read_text().splitlines()) == 5

@@ -246,3 +246,43 @@ def test_empty_mount_points_a_sandbox_leaves_are_removed_quietly(make_project):
     assert [n for n in ("remotes", "commondir", "config.worktree", "objects/info/alternates")
             if os.path.lexists(git_dir / n)] == []
     assert _git("tag", cwd=p.ws / "project").split() == ["loop-0001"]
+
+
+# -- the loop tags, packed ---------------------------------------------------------------------------------
+
+FORGED = "c=$(git -c user.name=a -c user.email=a@b commit-tree 'HEAD^{tree}' -m forged) && o=$(git rev-parse loop-0001)"
+
+
+@pytest.mark.parametrize("plant", [
+    f"{FORGED} && git update-ref refs/tags/loop-0001 $c",  # a loose file over the packed tag
+    # packed-refs rewritten in place with its size and mtime kept: only its ctime tells (which no one can set)
+    f"{FORGED} && cp -p .git/packed-refs ../pr && sed \"s/^$o /$c /\" ../pr > ../new && cat ../new > .git/packed-refs"
+    " && touch -r ../pr .git/packed-refs && rm ../pr ../new",
+    "rm .git/packed-refs",
+])
+def test_the_packed_loop_tags_cannot_be_moved(plant, make_project):
+    p = make_project(_developer_first(mini_script(2), 2, [{"run": plant}]))
+    assert p.build(loops=2, sets=GUARD_ONLY).status == "finished"
+    assert p.attempt_result(2, "developer", 1)["violations"] == [
+        {"area": "project .git", "changes": ["moved or deleted tag loop-0001"]}]
+    project = p.ws / "project"
+    assert _git("rev-parse", "loop-0001", cwd=project).strip() == p.loop_json(1, "candidate")["commit"]
+    # Every loop's tag is in packed-refs, none is a loose file: the guard's read of them does not grow.
+    assert not (project / ".git" / "refs" / "tags").exists() or not any((project / ".git" / "refs" / "tags").iterdir())
+    packed = (project / ".git" / "packed-refs").read_text()
+    assert "refs/tags/loop-0001" in packed and "refs/tags/loop-0002" in packed
+
+
+def test_a_listing_kept_for_a_directory_git_writes_sees_a_link_planted_later(tmp_path, monkeypatch):
+    from hoh.runtime import guard_git
+    monkeypatch.setattr(guard_git, "RACY_NS", 0)  # keep every listing, however fresh
+    objects = tmp_path / "objects" / "ab"
+    objects.mkdir(parents=True)
+    (objects / "cdef").write_bytes(b"blob")
+    (tmp_path / "HEAD").write_text("ref: refs/heads/main\n")
+    cache = guard_git.HashCache()
+    before = guard_git.git_dir_fingerprint(tmp_path, guard_git.mirror_kind, cache)
+    assert str(objects) in guard_git._FREE_DIRS and "objects/ab/cdef" not in before
+    (objects / "link").symlink_to("/etc")
+    after = guard_git.git_dir_fingerprint(tmp_path, guard_git.mirror_kind, cache)
+    assert after["objects/ab/link"] == "link:/etc" and before.keys() < after.keys()

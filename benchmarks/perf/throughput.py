@@ -12,7 +12,9 @@ container) and one Harbor grading trial (the candidate replayed and verified). T
 Prints tasks/s for each variant and trial count, and the 2/1 ratios; exits 1 when the `wait` ratio
 misses --target (the `cpu` ratio is reported as measured: it is bounded by the cores).
 
-    python benchmarks/perf/throughput.py [--tasks 4] [--wait 3] [--work 4000000] [--target 1.6]
+    python benchmarks/perf/throughput.py [--tasks 4] [--wait 3] [--work 4000000] [--target 1.6] [--tiny]
+
+`--tiny` is the tests' smoke size (one task per measurement, short waits, little work; no target held).
 
 Needs what the Harbor tests need: hoh[harbor] in this Python, a Docker engine at $DOCKER_HOST with
 localhost/hoh-base:bookworm (`.ci/docker-engine base-image`).
@@ -80,18 +82,21 @@ def measure(suite: Path, out: Path, jobs: int) -> tuple[float, int]:
     return seconds, done
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=4, help="tasks per measurement (each: 2 Harbor trials)")
     parser.add_argument("--wait", type=float, default=3.0, help="wait variant: a role's model latency, seconds")
     parser.add_argument("--work", type=int, default=4_000_000, help="cpu variant: sha256 rounds of the Developer")
     parser.add_argument("--target", type=float, default=1.6, help="required 2/1 ratio of the wait variant")
     parser.add_argument("--variants", default="wait,cpu")
-    args = parser.parse_args()
+    parser.add_argument("--tiny", action="store_true", help="the smoke size: --tasks 1 --wait 0.2 --work 10000, no target")
+    args = parser.parse_args(argv)
+    if args.tiny:
+        args.tasks, args.wait, args.work, args.target = 1, 0.2, 10_000, 0.0
     os.environ.setdefault("HARBOR_TELEMETRY", "0")  # offline, its end-of-job event costs ~8 s of CPU per job
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     ratios = {}
-    with tempfile.TemporaryDirectory(prefix="hoh-perf-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hoh-perf-", dir=os.environ.get("HOH_BENCH_TMP")) as tmp:
         for variant in args.variants.split(","):
             suite = make_suite(Path(tmp) / variant, args.tasks, variant, args.wait, args.work)
             rates = {}

@@ -65,16 +65,16 @@ def _render(spec: str, ledger: Ledger, loops: list[IndexLoop], last_loop: int,
     out.append("")
 
     counts = ledger.counts()
-    active = ledger.ranked_active_issues()
+    active, n_active = ledger.ranked_active_issues(issues_shown), ledger.active_count()
     out += [f"## Issues — {counts['reopened']} reopened, {counts['open']} open, "
             f"{counts['fixed_pending_verify']} awaiting verification, {counts['closed']} closed "
             f"— details: `state/ledger.json` (`hoh show ISSUE_ID`)"]
-    for issue in active[:issues_shown]:
+    for issue in active:
         regress = f", regressed ×{issue['regressions']}" if issue["regressions"] else ""
         out.append(f"- {issue['id']} [{issue['status']}, {issue['severity']}{regress}] {issue['title'][:90]} "
                    f"(last seen loop {issue['last_loop']})")
-    if len(active) > issues_shown:
-        out.append(f"- … {len(active) - issues_shown} more active issues in `state/ledger.json`")
+    if n_active > issues_shown:
+        out.append(f"- … {n_active - issues_shown} more active issues in `state/ledger.json`")
     out.append("")
 
     verified = ledger.verified_behaviours()

@@ -16,39 +16,21 @@ Each issue gets one history entry per loop that touched it, carrying the loop's 
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import StateError
-from ..fsutil import atomic_write_text, load_state
+from ..fsutil import atomic_write_bytes, load_state
 from ..records import CheckResult, DeveloperReport, Finding, Plan, QaReport, record_of
 from .checks import BrokenCheck
+from .ledger_file import LEDGER_SCHEMA_VERSION, LastCopy, encode, shape_problem
 
-LEDGER_SCHEMA_VERSION = 1
 SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
 STATUS_RANK = {"reopened": 0, "open": 1, "fixed_pending_verify": 2, "closed": 3}
 ACTIVE = ("reopened", "open", "fixed_pending_verify")
-
-
-ISSUE_KEYS = {"id", "title", "severity", "status", "first_loop", "last_loop", "regressions", "history"}
-BEHAVIOUR_KEYS = {"id", "behaviour", "status", "first_verified", "issues", "history"}
-
-
-def _shape_problem(data: dict[str, Any]) -> str | None:
-    """A quick structural check on load; the full schema (schemas/ledger.schema.json) is for tests,
-    since validating thousands of issues on every load would cost more than the loop's own work."""
-    for key, required in (("issues", ISSUE_KEYS), ("behaviours", BEHAVIOUR_KEYS)):
-        items = data.get(key)
-        if not isinstance(items, list):
-            return f"'{key}' is missing or not a list"
-        for n, item in enumerate(items):
-            if not isinstance(item, dict) or not required <= item.keys():
-                return f"{key}[{n}] lacks {', '.join(sorted(required - set(item))) if isinstance(item, dict) else 'fields'}"
-            if key == "issues" and item["status"] not in STATUS_RANK:
-                return f"{key}[{n}] has unknown status {item['status']!r}"
-    return None
 
 
 def _norm(text: str) -> str:
@@ -60,35 +42,102 @@ def title_key(title: str) -> str:
     return " ".join(re.sub(r"[\W_]+", " ", title.casefold()).split())
 
 
+def _rank(issue: dict[str, Any]) -> tuple[int, int, int, str]:
+    """The order of `ranked_active_issues`: reopened, open, awaiting verification; then severity, then age
+    (ids are `I-` and a zero-padded number: by length, then by text, is their numeric order)."""
+    return (STATUS_RANK[issue["status"]], SEVERITY_RANK.get(issue["severity"], len(SEVERITY_RANK)),
+            len(issue["id"]), issue["id"])
+
+
+def _id_order(item_id: str) -> tuple[int, str]:
+    return len(item_id), item_id
+
+
+_LAST: LastCopy["Ledger"] = LastCopy()
+
+
 class Ledger:
+    """The ledger, indexed for every lookup the loop makes (by id, title, behaviour text, status, the
+    behaviour a regression issue stands for, the loop that touched an item), so a loop's evidence step
+    and its roles' expectations cost the same at 2,000 issues as at none. The indexes follow the
+    ledger's own updates; the dicts its queries return are its own, to be read, not changed."""
+
     def __init__(self, data: dict[str, Any] | None = None):
         self.data = data or {"schema_version": LEDGER_SCHEMA_VERSION, "issues": [], "behaviours": []}
         self._issues = {i["id"]: i for i in self.data["issues"]}
         self._behaviours = {b["id"]: b for b in self.data["behaviours"]}
         self._by_text = {_norm(b["behaviour"]): b for b in self.data["behaviours"]}
         self._by_title: dict[str, list[dict[str, Any]]] = {}
+        self._by_behaviour: dict[str, list[str]] = {}
+        """Behaviour id → its own regression issues (`behaviour_id`)."""
+        self._by_loop: dict[int, tuple[set[str], set[str]]] = {}
+        """Loop → (issue ids, behaviour ids) with a history entry of that loop (or first verified in it)."""
+        self._counts = {s: 0 for s in STATUS_RANK}
+        self._ranked: list[tuple[int, int, int, str]] = []
+        """`_rank` of every active issue, sorted."""
+        self._verified: list[dict[str, Any]] | None = None
+        self._lines: dict[tuple[str, str], str] = {}
+        """(section, id) → the item's line in ledger.json as last saved; `_changed` ones are written anew."""
+        self._changed: set[tuple[str, str]] = set()
+        self._dirty = False
+        """Changed since it was read or saved: `load` reads the file again rather than return it."""
         for issue in self.data["issues"]:
             self._by_title.setdefault(title_key(issue["title"]), []).append(issue)
+            if "behaviour_id" in issue:
+                self._by_behaviour.setdefault(issue["behaviour_id"], []).append(issue["id"])
+            self._counts[issue["status"]] += 1
+            for entry in issue["history"]:
+                self._touched(entry["loop"])[0].add(issue["id"])
+        self._ranked = sorted(_rank(i) for i in self.data["issues"] if i["status"] in ACTIVE)
+        for b in self.data["behaviours"]:
+            self._touched(b["first_verified"]["loop"])[1].add(b["id"])
+            for entry in b["history"]:
+                self._touched(entry["loop"])[1].add(b["id"])
+
+    def _touched(self, loop: int) -> tuple[set[str], set[str]]:
+        return self._by_loop.setdefault(loop, (set(), set()))
 
     # ---- persistence -------------------------------------------------------------------------
     @classmethod
     def load(cls, path: Path) -> "Ledger":
-        if not path.exists():
+        """The ledger at `path`; the very object this process last read or saved there when the file still holds
+        the same bytes and nothing changed the object unsaved, so the Runtime's load at every loop is free."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
             return cls()
+        except OSError:
+            raw = b""  # load_state says what is wrong with it
+        if (known := _LAST.get(path, raw)) is not None and not known._dirty:
+            return known
         data = load_state(path, ("schema_version", "issues", "behaviours"), LEDGER_SCHEMA_VERSION)
-        if problem := _shape_problem(data):
+        if problem := shape_problem(data, STATUS_RANK):
             raise StateError(f"{path}: corrupt ledger ({problem}); nothing was overwritten")
-        return cls(data)
+        ledger = cls(data)
+        _LAST.put(path, raw, ledger)
+        return ledger
 
     def save(self, path: Path) -> None:
-        """One issue or behaviour per line: readable, diffable, and fast to write at thousands of issues
-        (an indented dump goes through json's slow pure-Python encoder)."""
-        head = {k: v for k, v in self.data.items() if k not in ("issues", "behaviours")}
-        parts = [json.dumps(head, ensure_ascii=False)[:-1]]
-        for key in ("issues", "behaviours"):
-            rows = ",\n".join(json.dumps(item, ensure_ascii=False) for item in self.data[key])
-            parts.append(f', "{key}": [\n{rows}\n]' if rows else f', "{key}": []')
-        atomic_write_text(path, "".join(parts) + "}\n")
+        """One issue or behaviour per line (`ledger_file.encode`); only the lines of what changed since the
+        last save are encoded again. Written whole and atomically: a crash leaves the old file."""
+        data = encode(self.data, self._line)
+        atomic_write_bytes(path, data)
+        self._changed.clear()
+        self._dirty = False
+        _LAST.put(path, data, self)
+
+    def _line(self, section: str, item: dict[str, Any]) -> str:
+        key = (section, item["id"])
+        line = self._lines.get(key)
+        if line is None or key in self._changed:
+            line = self._lines[key] = json.dumps(item, ensure_ascii=False)
+        return line
+
+    def _change(self, section: str, item_id: str) -> None:
+        self._changed.add((section, item_id))
+        self._dirty = True
+        if section == "behaviours":
+            self._verified = None
 
     # ---- queries -----------------------------------------------------------------------------
     @property
@@ -117,18 +166,34 @@ class Ledger:
         return set(self._behaviours)
 
     def verified_behaviours(self) -> list[dict[str, Any]]:
-        return [b for b in self.behaviours if b["status"] == "verified"]
+        if self._verified is None:
+            self._verified = [b for b in self.behaviours if b["status"] == "verified"]
+        return list(self._verified)
 
-    def ranked_active_issues(self) -> list[dict[str, Any]]:
-        """Reopened first, then open, then awaiting verification; each by severity, then age."""
-        active = [i for i in self.issues if i["status"] in ACTIVE]
-        return sorted(active, key=lambda i: (STATUS_RANK[i["status"]], SEVERITY_RANK[i["severity"]], i["id"]))
+    def ranked_active_issues(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Reopened first, then open, then awaiting verification; each by severity, then age (the first
+        `limit` of them)."""
+        return [self._issues[key[-1]] for key in self._ranked[:limit]]
+
+    def active_count(self) -> int:
+        return len(self._ranked)
+
+    def regression_issues(self, behaviour_id: str) -> list[str]:
+        """The ids of the issues opened for this behaviour breaking (`behaviour_id`), oldest first."""
+        return sorted(self._by_behaviour.get(behaviour_id, ()), key=_id_order)
+
+    def touched_in(self, loop: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The issues and behaviours with a history entry of `loop` (or first verified in it), in ledger order."""
+        issues, behaviours = self._by_loop.get(loop, ((), ()))
+        return ([self._issues[i] for i in sorted(issues, key=_id_order)],
+                [self._behaviours[b] for b in sorted(behaviours, key=_id_order)])
 
     def progress(self, loop: int) -> dict[str, int]:
         """What `loop` added to the evidence: new verified behaviours, broken ones verified again, issues closed
         (each read from the histories, so it is the same when asked again after a resume)."""
+        issues, behaviours = self.touched_in(loop)
         added = reverified = 0
-        for b in self.behaviours:
+        for b in behaviours:
             if b["first_verified"]["loop"] == loop:
                 added += 1
                 continue
@@ -136,25 +201,42 @@ class Ledger:
             for before, now in zip(entries, entries[1:]):
                 if now["loop"] == loop and now["status"] == "verified" and before["status"] == "broken":
                     reverified += 1
-        closed = sum(1 for i in self.issues if any(h["loop"] == loop and h["status"] == "closed" for h in i["history"]))
+        closed = sum(1 for i in issues if any(h["loop"] == loop and h["status"] == "closed" for h in i["history"]))
         return {"behaviours_added": added, "reverified": reverified, "issues_closed": closed}
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUS_RANK}
-        for issue in self.issues:
-            out[issue["status"]] += 1
-        return out
+        return dict(self._counts)
 
     # ---- updates -----------------------------------------------------------------------------
+    def _set_status(self, issue: dict[str, Any], status: str) -> None:
+        if issue["status"] in ACTIVE:
+            del self._ranked[bisect.bisect_left(self._ranked, _rank(issue))]
+        self._counts[issue["status"]] -= 1
+        issue["status"] = status
+        self._counts[status] += 1
+        if status in ACTIVE:
+            bisect.insort(self._ranked, _rank(issue))
+        self._change("issues", issue["id"])
+
     def _new_issue(self, title: str, severity: str, loop: int, behaviour_id: str | None = None) -> dict[str, Any]:
         issue = {"id": f"I-{len(self.issues) + 1:04d}", "title": title, "severity": severity, "status": "open",
                  "first_loop": loop, "last_loop": loop, "regressions": 0, "history": []}
-        if behaviour_id:
-            issue["behaviour_id"] = behaviour_id
         self.issues.append(issue)
         self._issues[issue["id"]] = issue
         self._by_title.setdefault(title_key(title), []).append(issue)
+        self._counts["open"] += 1
+        bisect.insort(self._ranked, _rank(issue))
+        if behaviour_id:
+            self._link(issue, behaviour_id)
+        self._change("issues", issue["id"])
         return issue
+
+    def _link(self, issue: dict[str, Any], behaviour_id: str) -> None:
+        """Make `issue` the regression issue of `behaviour_id`, unless it already stands for a behaviour."""
+        if "behaviour_id" not in issue:
+            issue["behaviour_id"] = behaviour_id
+            self._by_behaviour.setdefault(behaviour_id, []).append(issue["id"])
+            self._change("issues", issue["id"])
 
     def same_defect(self, title: str, loop: int, within: int) -> dict[str, Any] | None:
         """The issue a finding of this title that names no id stands for: an active issue of the same
@@ -174,6 +256,8 @@ class Ledger:
             self.behaviours.append(found)
             self._behaviours[found["id"]] = found
             self._by_text[_norm(text)] = found
+            self._touched(loop)[1].add(found["id"])
+            self._change("behaviours", found["id"])
         return found
 
     def apply_loop(self, loop: int, plan: Plan | Mapping[str, Any], developer: DeveloperReport | Mapping | None,
@@ -184,6 +268,7 @@ class Ledger:
         plan = record_of(Plan, plan)
         developer = record_of(DeveloperReport, developer) if developer is not None else None
         qa = record_of(QaReport, qa) if qa is not None else None
+        self._dirty = True  # until saved, even when an error stops it half-way
         touched: dict[str, dict[str, Any]] = {}
 
         def touch(issue: dict[str, Any], status: str, source: str, evidence: list[str], note: str = "") -> None:
@@ -211,10 +296,11 @@ class Ledger:
             issue = self._issues[issue_id]
             if entry["status"] == "reopened" and issue["status"] == "closed":
                 issue["regressions"] += 1
-            issue["status"] = entry["status"]
+            self._set_status(issue, entry["status"])
             issue["last_loop"] = loop
             entry["notes"] = "; ".join(entry["notes"])
             issue["history"].append(entry)
+            self._touched(loop)[0].add(issue_id)
 
     def _apply_qa(self, loop: int, plan: Plan, candidate_id: str | None, qa: QaReport | None, touch,
                   same_defect_loops: int, broken_checks: tuple[BrokenCheck, ...]) -> None:
@@ -243,6 +329,7 @@ class Ledger:
                     for issue_id in task.issues:
                         if issue_id not in behaviour["issues"]:
                             behaviour["issues"].append(issue_id)
+                            self._change("behaviours", behaviour["id"])
 
         # A finding that names the behaviour it breaks describes that regression: its title and severity
         # name the regression issue when one is opened, and it adds no issue of its own.
@@ -260,7 +347,7 @@ class Ledger:
                 issue = self.same_defect(title, loop, same_defect_loops)
                 if issue is None:
                     issue = self._new_issue(title, severity, loop, behaviour["id"])
-                issue.setdefault("behaviour_id", behaviour["id"])
+                self._link(issue, behaviour["id"])
                 linked = [issue["id"]]
             for issue_id in linked:
                 failing.setdefault(issue_id, (evidence, note))
@@ -307,7 +394,7 @@ class Ledger:
 
     def _linked(self, behaviour: dict[str, Any]) -> list[str]:
         """The issues a behaviour stands for: those it was verified for, and its own regression issues."""
-        own = [i["id"] for i in self.issues if i.get("behaviour_id") == behaviour["id"]]
+        own = self.regression_issues(behaviour["id"])
         return behaviour["issues"] + [i for i in own if i not in behaviour["issues"]]
 
     def _mark_behaviour(self, behaviour: dict[str, Any], status: str, loop: int, candidate_id: str) -> None:
@@ -319,3 +406,5 @@ class Ledger:
             history[-1]["status"] = behaviour["status"]
         else:
             history.append({"loop": loop, "candidate_id": candidate_id, "status": behaviour["status"]})
+        self._touched(loop)[1].add(behaviour["id"])
+        self._change("behaviours", behaviour["id"])

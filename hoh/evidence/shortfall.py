@@ -22,24 +22,24 @@ def shortfall(ledger: Ledger, loop: int, qa: QaReport | None) -> str | None:
     """`regression I-0002 (V-0002 "…" broke); T2.A1 failed; I-0003 opened: …`, or None when nothing fell short."""
     parts: list[str] = []
     named: set[str] = set()
-    for behaviour in ledger.behaviours:
+    issues, behaviours = ledger.touched_in(loop)  # only what this loop touched can have fallen short in it
+    for behaviour in behaviours:
         history = behaviour.get("history") or []
         if history and history[-1]["loop"] == loop and history[-1]["status"] == "broken":
             # The issues it stands for (those it was verified for, and its own regression issue) that this loop
             # opened or reopened.
-            linked = {*behaviour.get("issues", ()), *(i["id"] for i in ledger.issues
-                                                      if i.get("behaviour_id") == behaviour["id"])}
-            issues = [i["id"] for i in ledger.issues if i["id"] in linked and i["last_loop"] == loop
-                      and i["status"] in ("open", "reopened")]
-            named.update(issues)
-            label = f"regression {', '.join(issues)} " if issues else "regression "
+            linked = {*behaviour.get("issues", ()), *ledger.regression_issues(behaviour["id"])}
+            found = [i["id"] for i in issues if i["id"] in linked and i["last_loop"] == loop
+                     and i["status"] in ("open", "reopened")]
+            named.update(found)
+            label = f"regression {', '.join(found)} " if found else "regression "
             parts.append(f'{label}({behaviour["id"]} "{_short(behaviour["behaviour"])}" broke)')
     for result in qa.criteria if qa else ():
         if result.status == "failed":
             parts.append(f"{result.id} failed")
         elif result.status == "insufficient_evidence":
             parts.append(f"{result.id} lacked evidence")
-    for issue in ledger.issues:
+    for issue in issues:
         last = issue["history"][-1] if issue.get("history") else None
         if issue["id"] in named or last is None or last["loop"] != loop:
             continue

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from pathlib import Path
 from typing import Callable
 
 from ..store.git import History
 from ..store.gitrun import GitError
-from ..store.mirror import ProjectMirror
+from ..store.mirror import RACY_NS, ProjectMirror
 from .guard import Area, FileArea, Fingerprint, HashCache, _identity, diff
 
 GUARD, FREE, OPAQUE = "guard", "free", "opaque"
@@ -49,6 +50,8 @@ def history_kind(rel: str) -> str:
         return OPAQUE
     if not rest and (rel.startswith("tmp") or rel.endswith(".msg")):
         return OPAQUE  # hoh's temporary files (a concurrent `hoh status --verify` makes a tmp dir)
+    if not rest and rel.startswith("sharedindex."):
+        return OPAQUE  # the sealed loops' shared index (seal.py); git checks it against the hash state-index names
     return GUARD
 
 
@@ -60,6 +63,13 @@ def git_dir_fingerprint(root: Path, kind: Callable[[str], str], cache: HashCache
     stack = [(str(root), "", GUARD)]
     while stack:
         directory, prefix, parent = stack.pop()
+        if parent == FREE:
+            for name, ident, is_dir in _free_listing(directory):
+                if is_dir:
+                    stack.append((os.path.join(directory, name), prefix + name + "/", FREE))
+                else:
+                    result[prefix + name] = ident
+            continue
         try:
             entries = list(os.scandir(directory))
         except OSError:
@@ -79,6 +89,40 @@ def git_dir_fingerprint(root: Path, kind: Callable[[str], str], cache: HashCache
             elif which == FREE and entry.is_dir(follow_symlinks=False):
                 stack.append((entry.path, rel + "/", FREE))
     return result
+
+
+_FREE_DIRS: dict[str, tuple[tuple[int, int, int, int], list[tuple[str, str, bool]]]] = {}
+"""A directory git writes (objects/, refs/, logs/) → (its identity when listed, its links, specials and subdirectories):
+listed again only when it changed, so the loose objects and refs that every loop adds are not read around every
+attempt. Any entry made, removed or renamed in a directory changes its ctime, which no one can set back."""
+
+
+def _free_listing(directory: str) -> list[tuple[str, str, bool]]:
+    """(name, identity, is a directory) of what a FREE directory holds that the fingerprint keeps: its links and
+    specials (FIFOs, sockets), and its subdirectories to descend into; regular files are git's."""
+    try:
+        st = os.lstat(directory)  # before the listing: a change after it changes the identity
+    except OSError:
+        return []
+    if not stat.S_ISDIR(st.st_mode):
+        return []  # its parent's listing changed with it, and says what it is now
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    if (known := _FREE_DIRS.get(directory)) is not None and known[0] == key:
+        return known[1]
+    found = []
+    try:
+        for entry in os.scandir(directory):
+            if entry.is_symlink():
+                found.append((entry.name, "link:" + os.readlink(entry.path), False))
+            elif entry.is_dir(follow_symlinks=False):
+                found.append((entry.name, "", True))
+            elif not entry.is_file(follow_symlinks=False):
+                found.append((entry.name, "special:", False))  # a FIFO where git expects a file would hang hoh's git
+    except OSError:
+        return found
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:  # else it may change within the same tick
+        _FREE_DIRS[directory] = (key, found)
+    return found
 
 
 class GitDirFiles(FileArea):

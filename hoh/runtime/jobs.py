@@ -67,7 +67,7 @@ class JobFactory:
         state/ (but the active attempt's logs; sealed loops through their seal), the journal, spec,
         config, script, and the other roles' harness homes (no planting instructions for the next role)."""
         role = attempt_dir.parent.name
-        sealed_dirs = tuple(self.paths.loop(t).dir for t in self.sealed.sealed_loops())
+        sealed_dirs = self.sealed.sealed_dirs()
         areas: list[Area] = [
             *([MirrorArea(self.mirror, head, strict=read_only_project, published_tags=self.repo.tags, cache=self.cache)]
               if self.mirror.enabled else []),

@@ -18,6 +18,8 @@ import os
 import re
 import shutil
 import stat
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..fsutil import atomic_write_bytes
@@ -28,6 +30,9 @@ PROJECT_CONFIG = "project-config"
 """In history.git: the project's .git/config as hoh accepted it (hoh made the repository, or met it)."""
 MAX_REFS_BYTES = 64 * 1024 * 1024
 OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+RACY_NS = 2_000_000_000
+"""A file changed this recently may change again within the same timestamp tick (the kernel's clock for file
+times is coarse): what was read from it is not kept for the next read (git's "racy" rule)."""
 
 
 class ProjectMirror:
@@ -51,6 +56,8 @@ class ProjectMirror:
         self.work_tree, self.history, self.enabled = work_tree, history, enabled
         self.git_dir = work_tree / ".git"
         self._config: bytes | None = None
+        self._packed: tuple[tuple[int, int, int, int, int], dict[str, str]] | None = None
+        """packed-refs' identity (device, inode, size, mtime, ctime) when last parsed, and what it held."""
 
     def git(self, *args: str) -> str:
         self.require_plain()
@@ -113,13 +120,7 @@ class ProjectMirror:
         """(HEAD as written in .git/HEAD, every ref → the object it names), from packed-refs and the loose
         files under refs/, read in Python: checking a role's repository runs no git there. Raises OSError
         when they cannot be read (a link among them, a packed-refs past MAX_REFS_BYTES)."""
-        refs: dict[str, str] = {}
-        packed = self.git_dir / "packed-refs"
-        if os.path.lexists(packed):
-            for line in _small_file(packed, MAX_REFS_BYTES).splitlines():
-                oid, _, name = line.decode(errors="surrogateescape").partition(" ")
-                if OID.fullmatch(oid) and name:  # not the header, nor a peeled "^oid" line
-                    refs[name] = oid
+        refs = self._packed_refs()
         symbolic: dict[str, str] = {}
         for name in _loose_refs(self.git_dir):
             text = _small_file(self.git_dir / name).decode(errors="surrogateescape").strip()
@@ -133,6 +134,27 @@ class ProjectMirror:
             if target in refs:
                 refs[name] = refs[target]
         return self._head(), refs
+
+    def _packed_refs(self) -> dict[str, str]:
+        """packed-refs as a dict, parsed again only when its identity changed (hoh packs every loop's tag
+        there, so it grows with the loops; a role that rewrites it changes its ctime, which no one can set)."""
+        packed = self.git_dir / "packed-refs"
+        if not os.path.lexists(packed):
+            self._packed = None
+            return {}
+        with _small_fd(packed, MAX_REFS_BYTES) as (fd, st):
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if self._packed is not None and self._packed[0] == key:
+                return dict(self._packed[1])
+            data = _read_all(fd, st.st_size)
+        refs: dict[str, str] = {}
+        for line in data.splitlines():
+            oid, _, name = line.decode(errors="surrogateescape").partition(" ")
+            if OID.fullmatch(oid) and name:  # not the header, nor a peeled "^oid" line
+                refs[name] = oid
+        racy = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
+        self._packed = None if racy else (key, dict(refs))
+        return refs
 
     # ---- hoh's writes ------------------------------------------------------------------------------------
     def backup_refs(self) -> str | None:
@@ -176,6 +198,9 @@ class ProjectMirror:
         self.git("fetch", "-q", "--no-tags", "--update-head-ok", str(self.history.git_dir), *refspecs)
         if not on_branch:  # a detached HEAD: give it the branch again
             self.git("symbolic-ref", "HEAD", branch)
+        # The tags into packed-refs (git's default: tags, and what was packed already), not a loose file per
+        # loop: the guard reads the refs around every attempt, and that must not grow with the loops.
+        self.git("pack-refs")
         if index is not None:
             copy = self.git_dir / "index.hoh-copy"
             shutil.copyfile(index, copy)
@@ -237,16 +262,31 @@ def _valid_ref(name: str) -> bool:
             and all(p and not p.startswith(".") and not p.endswith(".lock") for p in parts))
 
 
-def _small_file(path: Path, limit: int = 4096) -> bytes:
-    """A file of a role's repository, read without following a link and at most `limit` bytes."""
+@contextmanager
+def _small_fd(path: Path, limit: int):
+    """(fd, its stat) of a small regular file of a role's repository, opened without following a link."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not block hoh
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             raise OSError(f"{path}: not a small regular file")
-        return os.read(fd, limit)
+        yield fd, st
     finally:
         os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left > 0 and (chunk := os.read(fd, left)):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _small_file(path: Path, limit: int = 4096) -> bytes:
+    """A file of a role's repository, read without following a link and at most `limit` bytes."""
+    with _small_fd(path, limit) as (fd, st):
+        return _read_all(fd, st.st_size)
 
 
 def _loose_refs(git_dir: Path) -> list[str]:

@@ -86,9 +86,14 @@ class Notes:
 
     def __init__(self, paths: WorkspacePaths, journal: Journal):
         self.paths, self.journal = paths, journal
+        self._book: NoteBook | None = None
 
     def book(self) -> NoteBook:
-        return NoteBook.fold(self.journal.records())
+        """The journal's notes, folded once: only this object (the lock holder's) journals notes, and it keeps
+        the book up to date, so a loop does not read the whole journal again (that grew with the history)."""
+        if self._book is None:
+            self._book = NoteBook.fold(self.journal.records())
+        return self._book
 
     def _store(self, book: NoteBook, text: str, inbox: str | None) -> str:
         note_id = f"N-{len(book.stored) + 1:04d}"
@@ -131,6 +136,8 @@ class Notes:
                 return []
             taken = book.pending
             self.journal.append(NotesTaken(loop=t, notes=taken))
+            book.loop_notes[t] = list(taken)
+            book.taken_by.update({note: t for note in taken})
         return [Note(n, self.paths.note(n), self.paths.note(n).read_text(encoding="utf-8").strip()) for n in taken]
 
 

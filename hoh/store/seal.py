@@ -30,6 +30,10 @@ from .gitrun import GitError
 from .watch import DirWatch
 
 SEALED_REF = "refs/hoh/sealed"
+SPLIT_INDEX = ("-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now")
+"""The index of every sealed loop is split (git's split index): sealing a loop writes only its own entries to
+`state-index`, beside a shared index (`sharedindex.*` in history.git) rewritten only when the new entries pass a
+fifth of it, so a seal does not rewrite the whole history's index every loop; shared ones no longer used go."""
 StatKey = tuple[int, int, int, int, int]
 
 
@@ -61,6 +65,7 @@ class SealedState:
         self._by_dir: dict[str, list[str]] = {}
         """Sealed directory → the sealed files directly in it."""
         self._watch: DirWatch | None = None
+        self._sealed_dirs: tuple[Path, ...] | None = None
 
     def _git(self, *args: str, index: Path | None = None, binary: bool = False):
         return self.history.git(*args, work_tree=self.state_dir, index=index or self.index, binary=binary)
@@ -80,11 +85,18 @@ class SealedState:
             self._loops = sorted(int(name) for name in names.splitlines() if name.isdigit())
         return list(self._loops)
 
+    def sealed_dirs(self) -> tuple[Path, ...]:
+        """The sealed loops' directories (kept, and extended by `seal`: every attempt's guard skips them)."""
+        loops = self.sealed_loops()
+        if self._sealed_dirs is None or len(self._sealed_dirs) != len(loops):
+            self._sealed_dirs = tuple(self.state_dir / loop_dir(t) for t in loops)
+        return self._sealed_dirs
+
     def open_loops(self) -> list[int]:
         """Loop dirs not sealed yet: the loop running now (and any a crash left unfinished)."""
         done = set(self.sealed_loops())
-        loops = self.state_dir / "loops"
-        return sorted(int(d.name) for d in loops.iterdir() if d.name.isdigit() and int(d.name) not in done)
+        names = os.listdir(self.state_dir / "loops")  # names only: every attempt asks, and there is one per loop
+        return sorted(t for t in (int(name) for name in names if name.isdigit()) if t not in done)
 
     def seal(self, t: int) -> None:
         """Record loop t's state dir; idempotent (a crash before the ref update just seals again)."""
@@ -93,7 +105,7 @@ class SealedState:
         # holds exactly what was recorded, so any directory that turns up later is a change.
         prune_empty_dirs(self.state_dir / loop_dir(t))
         self._ensure_index()
-        self._git("add", "--force", "--", loop_dir(t))
+        self._git(*SPLIT_INDEX, "add", "--force", "--", loop_dir(t))
         tree = self._git("write-tree")
         self.history.git("update-ref", SEALED_REF, tree)
         self._tree, self._loops = tree, sorted({*self.sealed_loops(), t})
