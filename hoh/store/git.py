@@ -270,7 +270,8 @@ class History:
             for child in dest.iterdir():
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
             self.git("read-tree", commit, work_tree=dest, index=index)
-            self.git("checkout-index", "--all", "--force", work_tree=dest, index=index)
+            # -u: the index gets each file's stat as written, so the next move needs no scan of the view first.
+            self.git("checkout-index", "-u", "--all", "--force", work_tree=dest, index=index)
         (self.git_dir / "view-commit").write_text(commit + "\n")
         self.view_clean = True
 
