@@ -89,3 +89,94 @@ def test_a_jail_writes_into_a_tree_only_through_a_writable_bind_that_reaches_it(
     assert JailSpec(writable=(project / "src",), hidden=(ws,)).writes_into(project)
     (tmp_path / "link").symlink_to(project)
     assert JailSpec(writable=(tmp_path / "link",)).writes_into(project)  # the same tree by another name
+
+
+# -- the Developer: the kernel's feed, and the full scan when it cannot be sure -----------------------------
+
+def _developer_does(script: dict, loop: int, command: str) -> dict:
+    dev = script["loops"][loop]["developer"]
+    script["loops"][loop]["developer"] = {**dev, "actions": [*dev["actions"], {"run": command}]}
+    return script
+
+
+def _candidate_files(ws: Path, commit: str) -> dict[str, str]:
+    out = _git(ws, "ls-tree", "-r", "-z", "--name-only", commit)
+    return {name: _git(ws, "show", f"{commit}:{name}") for name in out.split("\0") if name}
+
+
+def _frozen_exactly(p, loop: int) -> dict[str, str]:
+    """The candidate of `loop`, the last, holds exactly the project tree as it is (ignored files apart)."""
+    files = _candidate_files(p.ws, p.loop_json(loop, "candidate")["commit"])
+    on_disk = _files(p.ws / "project")
+    ignored = set(on_disk) - set(files)
+    assert all(name.endswith(".ignored") for name in ignored), ignored
+    assert {k: v for k, v in on_disk.items() if k not in ignored} == files
+    return files
+
+
+JAIL = {"sandbox.mode": "bwrap"}
+
+
+def test_the_freeze_takes_every_path_the_developer_touched_from_the_feed_without_a_full_scan(make_project):
+    moves = ("mkdir -p deep/a/b/c && echo x > deep/a/b/c/f && mv deep moved; "
+             "for i in $(seq 60); do mkdir -p n$i/x/y && echo $i > n$i/x/y/f; done; "
+             "mkdir -p .git/elsewhere && echo y > .git/elsewhere/g && mv .git/elsewhere from-git; "
+             "echo tmp > t.tmp && mv t.tmp renamed.txt; chmod +x renamed.txt; "
+             "echo '*.ignored' > .gitignore; echo s > keep.ignored; ln -s greet.py link.py; true")
+    p = make_project(_developer_does(mini_script(2), 1, moves))
+    p.script = _developer_does(p.script, 2, "rm -r n7 moved/a/b; mkdir -p n8/new && echo z > n8/new/q; mv n9 n9b; "
+                                            "echo more >> renamed.txt; rm link.py; true")
+    p.write_script()
+    assert p.build(loops=2, sets=JAIL).status == "finished"
+    first = _candidate_files(p.ws, p.loop_json(1, "candidate")["commit"])
+    assert {"moved/a/b/c/f", "n60/x/y/f", "from-git/g", "renamed.txt", ".gitignore", "link.py"} <= set(first)
+    assert "deep/a/b/c/f" not in first and "keep.ignored" not in first
+    second = _frozen_exactly(p, 2)
+    assert "n7/x/y/f" not in second and "moved/a/b/c/f" not in second and "n9b/x/y/f" in second
+    assert second["n8/new/q"] == "z\n" and second["renamed.txt"] == "tmp\nmore\n" and "link.py" not in second
+    # Loop 1 wrote an ignore file (only a full scan finds what it unignores); loop 2's freeze is the feed's.
+    assert [e for e in _full_scans(p) if e[1] == "freeze"] == [(1, "freeze", "project", "feed_unsure")]
+
+
+def test_a_write_through_a_hard_link_is_never_hidden_from_the_freeze(make_project):
+    p = make_project(_developer_does(mini_script(3), 1, "echo a > a.txt && ln a.txt b.txt; true"))
+    p.script = _developer_does(p.script, 2, "echo evil >> b.txt; true")  # a.txt changes without a name of its own
+    p.script = _developer_does(p.script, 3, "ln greet.py .hidden && echo evil2 >> .hidden && rm .hidden; "
+                                            "ln greet.py .git/x 2>/dev/null || echo cross-mount-refused > refused; true")
+    p.write_script()
+    assert p.build(loops=3, sets=JAIL).status == "finished"
+    assert _candidate_files(p.ws, p.loop_json(2, "candidate")["commit"])["a.txt"] == "a\nevil\n"
+    third = _frozen_exactly(p, 3)
+    assert third["greet.py"].endswith("evil2\n") and third["refused"] == "cross-mount-refused\n"
+    scans = _full_scans(p)
+    assert (2, "freeze", "project", "feed_unsure") in scans and (3, "freeze", "project", "feed_unsure") in scans
+
+
+def test_an_ignore_file_changed_by_the_developer_is_a_full_scan_that_finds_what_it_unignored(make_project):
+    p = make_project(_developer_does(mini_script(2), 1, "echo secret.txt > .gitignore && echo s > secret.txt"))
+    p.script = _developer_does(p.script, 2, ": > .gitignore")
+    p.write_script()
+    assert p.build(loops=2, sets=JAIL).status == "finished"
+    assert "secret.txt" not in _candidate_files(p.ws, p.loop_json(1, "candidate")["commit"])
+    assert _frozen_exactly(p, 2)["secret.txt"] == "s\n"
+    assert (2, "freeze", "project", "feed_unsure") in _full_scans(p)
+
+
+def test_a_flood_that_overflows_the_kernel_queue_is_a_full_scan_that_takes_every_file(make_project):
+    queued = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    n = queued // 2 + 100  # each new file is at least a create and a close-after-write
+    # Into a directory that is watched (one made in this loop is taken whole, without events inside it).
+    flood = f"python3 -c \"[open(f'flood/f{{i}}', 'w').write(str(i)) for i in range({n})]\""
+    p = make_project(_developer_does(mini_script(2), 1, "mkdir flood && echo 0 > flood/first"))
+    p.script = _developer_does(p.script, 2, flood)
+    p.write_script()
+    assert p.build(loops=2, sets=JAIL).status == "finished"
+    assert len(_frozen_exactly(p, 2)) == n + 2  # greet.py, flood/first, the flood
+    assert (2, "freeze", "project", "feed_overflow") in _full_scans(p)
+
+
+def test_a_developer_without_the_jail_is_frozen_by_a_journaled_full_scan(make_project):
+    p = make_project(_developer_does(mini_script(1), 1, "mkdir -p x && echo 1 > x/y"))
+    assert p.build(loops=1, sets={"sandbox.mode": "off"}).status == "finished"
+    assert _frozen_exactly(p, 1)["x/y"] == "1\n"
+    assert (1, "freeze", "project", "no_jail") in _full_scans(p)
