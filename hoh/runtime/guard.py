@@ -5,7 +5,8 @@ is reported with the paths that changed, and the area is put back. The cost foll
 changed, not the size of the area or of the history:
 - file areas (state, spec, config, harness homes) are fingerprinted by stat — size, times,
   inode, mode — and a file is hashed only when its stat changed (a `HashCache` kept for the run);
-- the project and QA's view are asked of git, whose index is the stat cache;
+- the project and QA's view: not looked at when the role's jail mounts them read-only or not at all (it
+  cannot have changed them); else asked of git, whose index is the stat cache (journaled: full_scan);
 - the project's .git and history.git are fingerprinted whole, as files, but for what git rewrites
   itself (`guard_git.py`);
 - sealed loops: only the directories the kernel saw change are stat-checked (`seal.py`);
