@@ -139,15 +139,30 @@ def test_the_freeze_takes_every_path_the_developer_touched_from_the_feed_without
 
 
 def test_a_write_through_a_hard_link_is_never_hidden_from_the_freeze(make_project):
-    p = make_project(_developer_does(mini_script(3), 1, "echo a > a.txt && ln a.txt b.txt; true"))
+    # Every link's target is a file the Developer does not write by its own name in that loop.
+    p = make_project(_developer_does(mini_script(3), 1, "echo a > a.txt && ln a.txt b.txt; echo c > c.txt; true"))
     p.script = _developer_does(p.script, 2, "echo evil >> b.txt; true")  # a.txt changes without a name of its own
-    p.script = _developer_does(p.script, 3, "ln greet.py .hidden && echo evil2 >> .hidden && rm .hidden; "
-                                            "ln greet.py .git/x 2>/dev/null || echo cross-mount-refused > refused; true")
+    p.script = _developer_does(p.script, 3, "ln c.txt .hidden && echo evil2 >> .hidden && rm .hidden; "
+                                            "ln c.txt .git/x 2>/dev/null || echo cross-mount-refused > refused; true")
     p.write_script()
     assert p.build(loops=3, sets=JAIL).status == "finished"
     assert _candidate_files(p.ws, p.loop_json(2, "candidate")["commit"])["a.txt"] == "a\nevil\n"
     third = _frozen_exactly(p, 3)
-    assert third["greet.py"].endswith("evil2\n") and third["refused"] == "cross-mount-refused\n"
+    assert third["c.txt"] == "c\nevil2\n" and third["refused"] == "cross-mount-refused\n"
+    scans = _full_scans(p)
+    assert (2, "freeze", "project", "feed_unsure") in scans and (3, "freeze", "project", "feed_unsure") in scans
+
+
+def test_a_hard_link_made_inside_a_new_unwatched_directory_is_never_hidden_either(make_project):
+    p = make_project(_developer_does(mini_script(3), 1, "echo o > other.txt"))
+    p.script = _developer_does(p.script, 2, "mkdir -p gone/x && ln other.txt gone/x/l && echo evil2 >> gone/x/l && "
+                                            "rm -r gone; true")
+    p.script = _developer_does(p.script, 3, "mkdir kept && ln other.txt kept/l && echo evil3 >> kept/l; true")
+    p.write_script()
+    assert p.build(loops=3, sets=JAIL).status == "finished"
+    assert _candidate_files(p.ws, p.loop_json(2, "candidate")["commit"])["other.txt"] == "o\nevil2\n"
+    third = _frozen_exactly(p, 3)
+    assert third["other.txt"] == "o\nevil2\nevil3\n" and third["kept/l"] == third["other.txt"]
     scans = _full_scans(p)
     assert (2, "freeze", "project", "feed_unsure") in scans and (3, "freeze", "project", "feed_unsure") in scans
 

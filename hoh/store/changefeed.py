@@ -73,6 +73,9 @@ class ProjectFeed:
             self._mask |= getattr(flags, name)
         self._dirs: dict[int, str] = {}
         self._written: set[str] = set()
+        """Names written or chmod-ed (a hard link's other names change with them) since they were made."""
+        self._new_dirs: set[str] = set()
+        """Directories made or moved in after the watches were set up: nothing inside them is watched."""
         self._paths: set[str] = set()
         self.failed: ScanReason | None = None
 
@@ -123,7 +126,12 @@ class ProjectFeed:
             if self._outside(path):
                 continue  # the workspace itself: hoh's, hidden from every role
             self._paths.add(path)
-            if event.mask & (f.MODIFY | f.CLOSE_WRITE) and not event.mask & f.ISDIR:
+            if event.mask & f.ISDIR:
+                if event.mask & (f.CREATE | f.MOVED_TO):
+                    self._new_dirs.add(path)
+                elif event.mask & f.MOVED_FROM:
+                    self._new_dirs.discard(path)  # it lives on where it moved to, reported there
+            elif event.mask & (f.MODIFY | f.CLOSE_WRITE | f.ATTRIB):
                 self._written.add(path)
             elif event.mask & (f.CREATE | f.MOVED_FROM):
                 # A new name, or one whose inode lives on under the name it moved to (reported there).
@@ -149,7 +157,33 @@ class ProjectFeed:
                 return FeedResult(paths, ScanReason.feed_unsure)
             if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1:
                 return FeedResult(paths, ScanReason.feed_unsure)  # a hard link: its other names changed too
+        for rel in sorted(self._new_dirs):
+            if not self._unwatched_dir_plain(self.root / rel):
+                return FeedResult(paths, ScanReason.feed_unsure)
         return FeedResult(paths)
+
+    @staticmethod
+    def _unwatched_dir_plain(path: Path) -> bool:
+        """Whether a directory no watch saw inside holds no hard link (a write through one there changes a
+        file elsewhere in the tree unreported). One that is gone again may have held one: not plain. The walk
+        costs what the directory holds, which the freeze takes whole anyway."""
+        if not os.path.lexists(path):
+            return False
+        stack = [str(path)]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except NotADirectoryError:
+                continue  # replaced by a file: reported by its own name
+            except OSError:
+                return False
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+                elif not stat.S_ISLNK(st.st_mode) and st.st_nlink > 1:
+                    return False
+        return True
 
     def _outside(self, rel: str) -> bool:
         return any(fnmatch.fnmatchcase(rel, p) or rel.startswith(p + "/") for p in self.outside)
