@@ -72,6 +72,20 @@ class JailSpec:
     egress_socket: Path | None = None
     """hoh's egress proxy socket, bound in at `INSIDE_SOCKET` (set by the adapter when it starts the proxy)."""
 
+    def writes_into(self, tree: Path) -> bool:
+        """Whether a role in this jail could change anything under `tree`: a writable bind is the tree, above
+        it, or inside it and not inside a hidden dir there (a workspace inside the project, hidden by a tmpfs
+        and left out of every scan of the project). A tree neither bound nor under a bind is not in the jail
+        at all; a read-only bind cannot be remounted without capabilities (`--cap-drop ALL`)."""
+        tree = tree.resolve()
+        hidden = [h.resolve() for h in self.hidden]
+        for w in (p.resolve() for p in self.writable):
+            if tree == w or tree.is_relative_to(w):
+                return True
+            if w.is_relative_to(tree) and not any(w.is_relative_to(h) and h.is_relative_to(tree) for h in hidden):
+                return True
+        return False
+
 
 def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None = None) -> list[str]:
     """The bwrap command line that runs `argv` in `cwd` under `spec`; `program` (default argv[0]) is the CLI

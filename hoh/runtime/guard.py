@@ -5,7 +5,8 @@ is reported with the paths that changed, and the area is put back. The cost foll
 changed, not the size of the area or of the history:
 - file areas (state, spec, config, harness homes) are fingerprinted by stat — size, times,
   inode, mode — and a file is hashed only when its stat changed (a `HashCache` kept for the run);
-- the project and QA's view are asked of git, whose index is the stat cache;
+- the project and QA's view: not looked at when the role's jail mounts them read-only or not at all (it
+  cannot have changed them); else asked of git, whose index is the stat cache (journaled: full_scan);
 - the project's .git and history.git are fingerprinted whole, as files, but for what git rewrites
   itself (`guard_git.py`);
 - sealed loops: only the directories the kernel saw change are stat-checked (`seal.py`);
@@ -204,6 +205,11 @@ class WorkTreeArea(Area):
                  rebuild: Callable[[], None] | None = None):
         super().__init__(name)
         self.history, self.work_tree, self.index, self.ignore, self.rebuild = history, work_tree, index, ignore, rebuild
+        self.jailed = False
+        """The role's jail mounts this tree read-only or not at all (`JailSpec.writes_into`): it cannot have
+        changed it, so nothing is scanned. Set by the runner, which knows the attempt's whole jail."""
+        self.scanned = False
+        """A check of this attempt scanned the whole tree (the runner journals it: full_scan)."""
 
     def _changes(self) -> set[str]:
         return {c for c in self.history.status(self.work_tree, self.index)
@@ -217,6 +223,8 @@ class WorkTreeArea(Area):
         return self.index == self.history.view_index
 
     def snapshot(self) -> set[str]:
+        if self.jailed:
+            return set()
         key = self._known_key()
         if key in self.history.known_status:
             return set(self.history.known_status[key])
@@ -227,6 +235,9 @@ class WorkTreeArea(Area):
         return self._changes()
 
     def changes(self, snap) -> list[str]:
+        if self.jailed:
+            return []
+        self.scanned = True
         now = self._changes()
         if now == snap and (key := self._known_key()):
             self.history.known_status = {key: sorted(now)}  # the next role starts from this, unscanned

@@ -155,7 +155,11 @@ class JobFactory:
                      "warm_start": str(self.config.mechanisms.warm_start).lower()},
             protected=lambda adir: self._fixed_files(adir, base_commit, False),
             context=self._context(), mechanisms=self._mechanisms(),
-            jail=self._jail("developer", [self.paths.spec, lp.plan], writable=(self.paths.project,)),
+            # The project's .git bound apart from its tree: no hard link joins the two (link(2) fails across
+            # mounts), so every write to the tree is a write under one of its own directories (`changefeed.py`).
+            jail=self._jail("developer", [self.paths.spec, lp.plan],
+                            writable=(self.paths.project, *[g for g in (self.paths.project / ".git",)
+                                                            if g.is_dir() and not g.is_symlink()])),
         )
 
     def check_jail(self) -> JailSpec | None:

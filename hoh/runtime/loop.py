@@ -32,6 +32,7 @@ from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev
 from ..store import fold
 from ..store.journal import Journal, RunHistory
+from ..store.changefeed import FreezeFeed
 from ..store.lock import WorkspaceLock
 from ..store.notes import Notes
 from ..store.seal import SealedState
@@ -104,6 +105,7 @@ class Runtime:
         self.paths, self.config = workspace.paths, workspace.config
         self.repo, self.mirror = workspace.history, workspace.mirror
         self.sealed = SealedState(self.repo, self.paths.state)
+        self.feed = FreezeFeed(self.repo)  # what the Developer changed, from the kernel: the freeze looks there only
         self.notify: Notify = notify or (lambda *a, **k: None)
         self.journal = journal
         self.history = RunHistory.read(journal)
@@ -159,6 +161,7 @@ class Runtime:
                     yield runtime
                 finally:
                     runtime.sealed.close()  # its kernel watch: a process may open many runtimes
+                    runtime.feed.close()
             finally:
                 environments.close()
 
@@ -309,6 +312,7 @@ class Runtime:
         if done := self.history.done(t, "developer"):
             return read_developer(lp.developer) if done.status == "ok" else None
         self.repo.reset_to(base)
+        self.feed.arm(jailed=self.config.sandbox.mode == "bwrap" and self.config.environment.local)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
         self.repo.clean_at = None  # the Developer writes the project
@@ -324,7 +328,10 @@ class Runtime:
         lp = self.paths.loop(t)
         if self.history.done(t, "freeze"):
             return read_candidate(lp.candidate)
-        commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t)
+        changed, why = self.feed.take(base)
+        if why is not None:
+            self.journal.append(ev.FullScan(loop=t, step="freeze", area="project", reason=why.value))
+        commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t, changed=changed)
         tag = f"loop-{t:04d}"
         self.repo.tag(tag, commit)
         self.mirror.publish(commit, tag, index=self.repo.index)

@@ -17,17 +17,18 @@ from ..errors import QuotaExhausted, RunEnded
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.attempt import HarnessResult, Outcome, RoleRequest
 from ..harness.base import HarnessAdapter
-from ..harness.executor import LOCAL, Executor
+from ..harness.executor import LOCAL, Executor, LocalExecutor
 from ..harness.jail import JailSpec
 from ..harness.limits import Limits
 from ..harness.process import start_ticks
 from ..harness.quota import reset_time
 from ..paths import WorkspacePaths
 from ..store import events as ev
+from ..store.changefeed import ScanReason
 from ..store.journal import Journal
 from ..usage import Usage
 from .between import Continuity
-from .guard import Area, Guard
+from .guard import Area, Guard, WorkTreeArea
 from .prompts import template
 from .validate import Expectations, RoleOutput, validate_output
 
@@ -145,6 +146,13 @@ class RoleRunner:
                 context=job.context, jail=jail, limits=self.limits)
             request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
             areas = job.protected(attempt_dir)
+            executor = self.executors.get(job.role, LOCAL)
+            for area in areas:
+                if isinstance(area, WorkTreeArea):
+                    # Only this machine's jail: an environment's executor stages files in through hard links,
+                    # which changes their stat under git's index (`checksteps._after_runs`).
+                    area.jailed = (jail is not None and isinstance(executor, LocalExecutor)
+                                   and not jail.writes_into(area.work_tree))
             for found in self.continuity.check(areas):
                 self.journal.append(ev.ViolationBetweenRoles(loop=job.loop, role=job.role, area=found.area,
                                                              changes=found.changes))
@@ -152,6 +160,10 @@ class RoleRunner:
             result, ended = self._call(adapter, request, attempt_dir)
             violations = guard.check_and_restore()
             self.continuity.remember(areas)
+            for area in areas:
+                if isinstance(area, WorkTreeArea) and area.scanned:
+                    self.journal.append(ev.FullScan(loop=job.loop, step=job.role, area=area.name,
+                                                    reason=ScanReason.no_jail.value))
             usage = usage + result.usage
 
             errors = [v.describe() for v in violations]

@@ -325,6 +325,21 @@ class ViolationBetweenRoles(Event):
 
 
 @dataclass(frozen=True)
+class FullScan(Event):
+    """hoh scanned a whole work tree, because neither the jail nor the kernel could say what changed in it
+    (`changefeed.ScanReason`): said, since the cost then follows the project's size."""
+
+    kind = "full_scan"
+    loop: int
+    step: str
+    """The role whose guard scanned (planner, qa), or freeze."""
+    area: str
+    """project | candidate copy."""
+    reason: str
+    """A `changefeed.ScanReason` value."""
+
+
+@dataclass(frozen=True)
 class NoteAdded(Event):
     """A human's note (`hoh note`) stored as `state/notes/<note>.md`, waiting for the next loop that plans."""
 

@@ -157,8 +157,10 @@ class History:
                 continue
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
-    def commit_all(self, parent: str, message: str, loop: int) -> str:
-        """Commit the whole work tree as a child of `parent`; idempotent for equal trees.
+    def commit_all(self, parent: str, message: str, loop: int, changed: list[str] | None = None) -> str:
+        """Commit the whole work tree as a child of `parent`; idempotent for equal trees. `changed`: every path
+        that may differ from `parent` (the kernel's feed, `changefeed.py`, with the index holding `parent`),
+        so only those are looked at; None scans the whole tree.
 
         An embedded repository is content: its .git is removed from the work tree and its files are
         committed, never a gitlink (which would leave them out of the candidate, and a later `git status`
@@ -168,7 +170,10 @@ class History:
         self.git("reset", "-q", "--soft", parent)
         self.flattened = []
         try:
-            self.git(*self._scan("add", "-A"))
+            if changed is None:
+                self.git(*self._scan("add", "-A"))
+            else:
+                self._add_changed(changed)
         except GitError:  # an embedded repository without a commit, which git cannot record at all
             self.flattened = self._flatten_untracked()
             self.git(*self._scan("add", "-A"))
@@ -184,6 +189,17 @@ class History:
         commit = self.commit(message, parent=parent, loop=loop)
         self.clean_at = commit
         return commit
+
+    def _add_changed(self, changed: list[str]) -> None:
+        """`add -A` of the changed paths only: git's status of exactly those paths (no error for a path that
+        no longer exists and never was tracked), then an add of what it lists, each a path that matches."""
+        if not changed:
+            return
+        out = self._pathspec_git("status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=normal",
+                                 NO_SUBMODULES, paths=changed, binary=True)
+        listed = sorted({_path(entry[3:]) for entry in out.split(b"\0") if len(entry) >= 4})
+        if listed:
+            self._pathspec_git("add", "-A", paths=listed)
 
     def _flatten_untracked(self, under: list[str] | None = None) -> list[str]:
         """Remove the .git of every untracked embedded repository (below `under`), nested ones too (a walk
@@ -270,7 +286,8 @@ class History:
             for child in dest.iterdir():
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
             self.git("read-tree", commit, work_tree=dest, index=index)
-            self.git("checkout-index", "--all", "--force", work_tree=dest, index=index)
+            # -u: the index gets each file's stat as written, so the next move needs no scan of the view first.
+            self.git("checkout-index", "-u", "--all", "--force", work_tree=dest, index=index)
         (self.git_dir / "view-commit").write_text(commit + "\n")
         self.view_clean = True
 
