@@ -87,8 +87,9 @@ def test_an_agent_never_outlives_a_killed_hoh(make_project, sandbox):
     script = mini_script(1)
     script["loops"][1]["developer"] = [{"actions": [{"hang": True}]}, script["loops"][1]["developer"]]
     p = make_project(script)
+    # The idle timeout leaves time to kill hoh before hoh itself kills the hung agent, on a loaded machine too.
     hoh = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-H", "scripted", "-w", str(p.ws), "-q",
-                            "--loops", "1", "--set", "timeouts.idle_seconds=3", "--set", f"sandbox.mode={sandbox}"],
+                            "--loops", "1", "--set", "timeouts.idle_seconds=10", "--set", f"sandbox.mode={sandbox}"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
     agent = None
