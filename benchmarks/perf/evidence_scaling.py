@@ -45,7 +45,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(Path(__file__).resolve().parent)]
 
 from hoh.config import IndexConfig  # noqa: E402
 from hoh.evidence.index import build_index  # noqa: E402
@@ -54,7 +54,7 @@ from hoh.fsutil import atomic_write_json, atomic_write_text, prune_empty_dirs  #
 from hoh.paths import WorkspacePaths  # noqa: E402
 from hoh.runtime.jobs import schema_text  # noqa: E402
 from hoh.runtime.prompts import template  # noqa: E402
-from hoh.store.journal import Journal, RunHistory  # noqa: E402
+from one_file_loops import loop_script, overheads  # noqa: E402
 
 EVIDENCE = [{"kind": "command", "ref": "python3 game.py --check", "detail": "exit 0"}]
 TARGET_CONTEXT, TARGET_OVERHEAD = 1.2, 1.1
@@ -158,21 +158,6 @@ def context(loops: int, per_loop: int, repeat: int, spec: str, tmp: Path) -> dic
 
 
 # ---- part 2: hoh's own time per loop ---------------------------------------------------------------------
-def loop_script(loops: int) -> dict:
-    """The scripted agent's script: each loop's Developer changes one file, QA checks it; no role cites an issue."""
-    def loop(t: int) -> dict:
-        return {
-            "planner": {"reply": {"goal": f"change one file ({t})", "preserve": [], "out_of_scope": [], "tasks": [
-                {"id": "T1", "title": "touch", "details": "change one file", "issues": [],
-                 "acceptance": [{"id": "T1.A1", "condition": "the file holds the loop number", "method": "black-box"}]}]}},
-            "developer": {"actions": [{"write": {"path": f"src/d{t % 10}/f{t % 7}.txt", "content": f"loop {t}\n"}}],
-                          "reply": {"summary": "one file", "tasks": [{"id": "T1", "status": "done", "notes": ""}],
-                                    "self_tests": [], "known_gaps": []}},
-            "qa": {"checks": [{"id": "T1.A1", "run": f"grep -q 'loop {t}' src/d{t % 10}/f{t % 7}.txt"}]},
-        }
-    return {"schema_version": 1, "loops": {t: loop(t) for t in range(1, loops + 1)}}
-
-
 def fill_ledger(path: Path, issues: int, through: int) -> None:
     """A ledger of `issues` issues over loops 1..`through`, through the real rules: each loop opens its share,
     and fixes and verifies some of the open ones (closed, a tenth as many behaviours verified)."""
@@ -242,12 +227,6 @@ def resume(ws: Path, loops: int) -> None:
     if result.returncode != 0:
         sys.exit(f"resume {ws.name} failed: {result.stderr[-2000:]}")
 
-
-def overheads(ws: Path) -> dict[int, float]:
-    """loop → hoh's own seconds in it: neither a role's attempts nor the replay and admission of checks."""
-    history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
-    return {t: s.seconds - sum(s.role_seconds.values()) - sum(s.check_step_seconds.values())
-            for t, s in history.loops.items() if s.finished is not None}
 
 
 def side_by_side(sides: dict[str, Path], rounds: int, loops: int) -> dict[str, list[float]]:

@@ -42,30 +42,19 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 FILE_BYTES = 20_000
 RSS_PROBE = ("import resource, runpy, sys; sys.argv = ['hoh', *sys.argv[1:]]\n"
              "try:\n    runpy.run_module('hoh', run_name='__main__')\n"
              "finally:\n    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
 TARGET_SIZE_RATIO, TARGET_FLOOR_RATIO, TARGET_RSS_MB = 1.2, 1.0, 150
 
+from one_file_loops import loop_script, overheads  # noqa: E402
+
 
 class BenchError(Exception):
     """Something the benchmark needs failed: reported as an error (exit 2), never as a figure."""
 
-
-def loop_script(loops: int) -> dict:
-    def loop(t: int) -> dict:
-        return {
-            "planner": {"reply": {"goal": f"change one file ({t})", "preserve": [], "out_of_scope": [], "tasks": [
-                {"id": "T1", "title": "touch", "details": "change one file", "issues": [],
-                 "acceptance": [{"id": "T1.A1", "condition": "the file holds the loop number", "method": "black-box"}]}]}},
-            "developer": {"actions": [{"write": {"path": f"src/d{t % 10}/f{t % 7}.txt", "content": f"loop {t}\n"}}],
-                          "reply": {"summary": "one file", "tasks": [{"id": "T1", "status": "done", "notes": ""}],
-                                    "self_tests": [], "known_gaps": []}},
-            "qa": {"checks": [{"id": "T1.A1", "run": f"grep -q 'loop {t}' src/d{t % 10}/f{t % 7}.txt"}]},
-        }
-    return {"schema_version": 1, "loops": {t: loop(t) for t in range(1, loops + 1)}}
 
 
 def make_project(root: Path, files: int, big_mb: int = 0) -> Path:
@@ -99,15 +88,6 @@ def build(tmp: Path, name: str, project: Path, loops: int, script_loops: int, rs
     peak = int(result.stderr.strip().splitlines()[-1]) // 1024 if rss else None
     return ws, peak
 
-
-def overheads(ws: Path) -> dict[int, float]:
-    """loop → hoh's own seconds in it, from the journal's one fold: neither a role's time nor the replay and
-    admission of checks (the project's own tests, run by the Runtime)."""
-    from hoh.store.journal import Journal, RunHistory
-    history = RunHistory.read(Journal(ws / "state" / "journal.jsonl"))
-    return {t: round(s.seconds - sum(s.role_seconds.values()) - sum(s.check_step_seconds.values()), 4)
-            for t, s in history.loops.items()
-            if s.finished is not None}
 
 
 class Floor:
