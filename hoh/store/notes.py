@@ -56,7 +56,10 @@ class NoteBook:
 
     def apply(self, record: Record) -> None:
         """Fold one more record in (in journal order)."""
-        ev = record.event
+        self.apply_event(record.event)
+
+    def apply_event(self, ev: object) -> None:
+        """An event as it is journaled: the lock holder keeps its book up to date with what it appends."""
         if isinstance(ev, NoteAdded):
             self.stored.append(ev.note)
             if ev.inbox:
@@ -100,10 +103,9 @@ class Notes:
         data = (text + "\n").encode("utf-8")
         # Written before it is journaled: a crash in between leaves a file the next store overwrites.
         atomic_write_text(self.paths.note(note_id), data.decode("utf-8"))
-        self.journal.append(NoteAdded(note=note_id, sha256=sha256_bytes(data), inbox=inbox))
-        book.stored.append(note_id)
-        if inbox:
-            book.inbox_names.add(inbox)
+        added = NoteAdded(note=note_id, sha256=sha256_bytes(data), inbox=inbox)
+        self.journal.append(added)
+        book.apply_event(added)
         return note_id
 
     def ingest(self, book: NoteBook) -> None:
@@ -135,9 +137,9 @@ class Notes:
             if not book.pending:
                 return []
             taken = book.pending
-            self.journal.append(NotesTaken(loop=t, notes=taken))
-            book.loop_notes[t] = list(taken)
-            book.taken_by.update({note: t for note in taken})
+            took = NotesTaken(loop=t, notes=taken)
+            self.journal.append(took)
+            book.apply_event(took)
         return [Note(n, self.paths.note(n), self.paths.note(n).read_text(encoding="utf-8").strip()) for n in taken]
 
 
