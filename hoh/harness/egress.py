@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import socket
 import socketserver
 import ssl
@@ -56,6 +57,30 @@ class _Serving:
         self._live: dict[Any, list[socket.socket]] = {}
         self._changed = threading.Condition()
         self._writing = threading.Lock()
+        self._stopping, self._stopped = False, threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+
+    def serve(self) -> None:
+        """socketserver's `serve_forever`, but `stop` wakes it through a pipe at once: a poll interval would be
+        waited out at the end of every attempt."""
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self, selectors.EVENT_READ)  # type: ignore[arg-type]
+                selector.register(self._wake_r, selectors.EVENT_READ)
+                while not self._stopping:
+                    for key, _ in selector.select():
+                        if key.fileobj is self and not self._stopping:
+                            self._handle_request_noblock()  # type: ignore[attr-defined]
+        finally:
+            self._stopped.set()
+
+    def stop(self) -> None:
+        """Stops `serve` and waits until it has."""
+        self._stopping = True
+        os.write(self._wake_w, b"\0")
+        self._stopped.wait()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def write(self, exchange: _Exchange) -> None:
         """Appends the exchange's line to the log, the credential redacted."""
@@ -158,15 +183,14 @@ class EgressProxy:
             os.chmod(self._unix_path, 0o666 if private else 0o600)
             own_ports = frozenset({INSIDE_PORT})
         server.setup_egress(self.policy, self._log_path, own_ports)
+        threading.Thread(target=server.serve, name="hoh-egress", daemon=True).start()
         self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="hoh-egress",
-                         daemon=True).start()
 
     def close(self) -> None:
         server, self._server = self._server, None
         if server is None:
             return
-        server.shutdown()  # type: ignore[attr-defined]
+        server.stop()
         server.server_close()  # type: ignore[attr-defined]
         server.cut(grace=2.0)
         if self._unix_path is not None:
