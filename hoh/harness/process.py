@@ -13,6 +13,7 @@ import os
 import selectors
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -216,14 +217,25 @@ class OutputTooLarge(OSError):
 
 
 def call(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 60.0,
-         max_stdout: int = 64 * 1024 * 1024) -> CallResult:
-    """Run a short command to completion in its own process group, stdin closed.
+         max_stdout: int = 64 * 1024 * 1024, stdin: bytes | None = None) -> CallResult:
+    """Run a short command to completion in its own process group, stdin closed (or `stdin`'s bytes).
 
     On timeout the whole group is killed and `exit_code` is None. Raises OSError when the program
     cannot be started, OutputTooLarge when stdout passes `max_stdout`. One selector loop reads both
-    pipes: no threads, since hoh makes many such calls per loop (git)."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipes: no threads, since hoh makes many such calls per loop (git); `stdin` comes from an unlinked
+    temporary file, so no pipe of it can fill up."""
+    feed = None
+    if stdin is not None:
+        feed = tempfile.TemporaryFile()
+        feed.write(stdin)
+        feed.seek(0)
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True,
+                                stdin=feed if feed is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        if feed is not None:
+            feed.close()
     out, total, err = bytearray(), 0, _Tee(None, None, True)
     deadline, timed_out = time.monotonic() + timeout, False
     selector = selectors.DefaultSelector()

@@ -331,9 +331,8 @@ class Runtime:
         changed, why = self.feed.take(base)
         if why is not None:
             self.journal.append(ev.FullScan(loop=t, step="freeze", area="project", reason=why.value))
-        commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t, changed=changed)
         tag = f"loop-{t:04d}"
-        self.repo.tag(tag, commit)
+        commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t, changed=changed, tag=tag)
         self.mirror.publish(commit, tag, index=self.repo.index)
         candidate = Candidate.frozen(t, commit, self.repo.tree_of(commit), base, tag)
         atomic_write_json(lp.candidate, candidate.to_json())

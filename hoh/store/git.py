@@ -26,6 +26,8 @@ from .gitrun import NO_SUBMODULES, GitError, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 BRANCH = "main"
+PACK_AFTER = 16
+"""Loose loop tags in history.git before they are packed."""
 
 
 class History:
@@ -35,6 +37,9 @@ class History:
         self.git_dir, self.work_tree = git_dir, work_tree
         self._trees: dict[str, str] = {}  # commit → tree: commits never change
         self._tags: dict[str, str] | None = None
+        self._head: str | None = None
+        """The commit `main` holds as this process last set it (None: not known yet). Only hoh writes history.git
+        (the jail mounts it read-only, the guard restores it), so a freeze whose parent it is needs no reset."""
         self.clean_at: str | None = None
         """The commit the work tree is known to equal, exactly (hoh made it so and no role has run since
         that might change it: the Runtime clears this when a writing role starts); None when unknown."""
@@ -93,10 +98,10 @@ class History:
         return self.git_dir / "view-index"
 
     def git(self, *args: str, loop: int = 0, work_tree: Path | None = None, index: Path | None = None,
-            binary: bool = False) -> str | bytes:
+            binary: bool = False, stdin: bytes | None = None) -> str | bytes:
         tree = work_tree or self.work_tree
         return run_git(["--git-dir", str(self.git_dir), "--work-tree", str(tree), *args], cwd=tree, loop=loop,
-                       index=index, binary=binary)
+                       index=index, binary=binary, stdin=stdin)
 
     # ---- creation ------------------------------------------------------------------------------
     def create(self, message: str, exclude: list[str] = ()) -> str:
@@ -147,6 +152,7 @@ class History:
             return  # nothing has run in the project since hoh last made it this commit
         self.clear_stale_locks()
         self.git("reset", "-q", "--hard", commit)
+        self._head = commit
         self.git(*self._scan("clean", "-q", "-ffd"))
         self.clean_at = commit
 
@@ -157,17 +163,20 @@ class History:
                 continue
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
-    def commit_all(self, parent: str, message: str, loop: int, changed: list[str] | None = None) -> str:
-        """Commit the whole work tree as a child of `parent`; idempotent for equal trees. `changed`: every path
-        that may differ from `parent` (the kernel's feed, `changefeed.py`, with the index holding `parent`),
-        so only those are looked at; None scans the whole tree.
+    def commit_all(self, parent: str, message: str, loop: int, changed: list[str] | None = None,
+                   tag: str | None = None) -> str:
+        """Commit the whole work tree as a child of `parent` (tagged `tag` in the same ref update); idempotent for
+        equal trees. `changed`: every path that may differ from `parent` (the kernel's feed, `changefeed.py`, with
+        the index holding `parent`), so only those are looked at; None scans the whole tree.
 
         An embedded repository is content: its .git is removed from the work tree and its files are
         committed, never a gitlink (which would leave them out of the candidate, and a later `git status`
         would run git in it, under its own config). `flattened` says which; a gitlink `parent` already
         had (a user's submodule) stays while it does not change."""
         self.clear_stale_locks()
-        self.git("reset", "-q", "--soft", parent)
+        if self._head != parent:
+            self.git("reset", "-q", "--soft", parent)
+            self._head = parent
         self.flattened = []
         try:
             if changed is None:
@@ -177,7 +186,7 @@ class History:
         except GitError:  # an embedded repository without a commit, which git cannot record at all
             self.flattened = self._flatten_untracked()
             self.git(*self._scan("add", "-A"))
-        while gitlinks := self._changed_gitlinks(parent):  # what git recorded as gitlinks
+        while self._may_hold_gitlinks(changed) and (gitlinks := self._changed_gitlinks(parent)):
             if set(gitlinks) & set(self.flattened):
                 raise GitError(f"{self.work_tree}: cannot make the embedded repositories {gitlinks} content")
             for rel in gitlinks:
@@ -186,9 +195,26 @@ class History:
             self.flattened += gitlinks + self._flatten_untracked(gitlinks)
             self._pathspec_git("add", "-A", paths=gitlinks)
         self.flattened.sort()
-        commit = self.commit(message, parent=parent, loop=loop)
+        commit = self.commit(message, parent=parent, loop=loop, tag=tag)
         self.clean_at = commit
         return commit
+
+    def _may_hold_gitlinks(self, changed: list[str] | None) -> bool:
+        """Whether git may have recorded a gitlink: only an add of a directory holding a .git records one, so a
+        change of files alone (no directory among them, no .git in any path) cannot; a whole-tree add may."""
+        if changed is None or self.flattened:
+            return True
+        for rel in changed:
+            if ".git" in rel.split("/"):
+                return True
+            try:
+                if stat.S_ISDIR(os.lstat(self.work_tree / rel).st_mode):
+                    return True  # a directory the feed reports whole: whatever is below it
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return True
+        return False
 
     def _add_changed(self, changed: list[str]) -> None:
         """`add -A` of the changed paths only: git's status of exactly those paths (no error for a path that
@@ -250,8 +276,9 @@ class History:
                 for i in range(0, len(paths), 1000)]
         return b"\0".join(outs) if binary else "\n".join(outs)
 
-    def commit(self, message: str, *, parent: str | None, loop: int) -> str:
-        """Commit the index; the message goes through a file, so no length can overflow argv."""
+    def commit(self, message: str, *, parent: str | None, loop: int, tag: str | None = None) -> str:
+        """Commit the index and move `main` to it (and tag it `tag`) in one ref transaction; the message goes
+        through a file, so no length can overflow argv."""
         tree = self.git("write-tree")
         if tree == EMPTY_TREE:
             self.git("mktree")  # git never stores the empty tree by itself; fsck would miss it
@@ -259,17 +286,27 @@ class History:
             fh.write(message)
             fh.flush()
             commit = self.git("commit-tree", tree, *(["-p", parent] if parent else []), "-F", fh.name, loop=loop)
-        self.git("update-ref", f"refs/heads/{BRANCH}", commit)
-        self.git("symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+        self._trees[commit] = tree
+        # HEAD is the symbolic ref to main from `init -b` on; every update moves main, never HEAD.
+        refs = [f"refs/heads/{BRANCH}", *([f"refs/tags/{tag}"] if tag else [])]
+        self.git("update-ref", "--stdin", stdin="".join(f"update {ref} {commit}\n" for ref in refs).encode())
+        self._head = commit
+        if tag:
+            if self._tags is not None:
+                self._tags[tag] = commit
+            self._pack_loose_tags()
         return commit
 
-    def tag(self, name: str, commit: str) -> None:
-        self.git("update-ref", f"refs/tags/{name}", commit)
-        # One packed-refs file instead of a loose file per loop: the guard reads hoh's refs around every
-        # attempt, and that must not grow with the number of loops.
-        self.git("pack-refs", "--all")
-        if self._tags is not None:
-            self._tags[name] = commit
+    def _pack_loose_tags(self) -> None:
+        """One packed-refs file, not a loose file per loop: the guard reads hoh's refs around every attempt, and
+        that must not grow with the loops. Packed once PACK_AFTER loose tags have gathered, so the rewrite of
+        packed-refs (which grows with the loops) is paid once per PACK_AFTER loops."""
+        try:
+            loose = sum(1 for _ in os.scandir(self.git_dir / "refs" / "tags"))
+        except OSError:
+            return
+        if loose >= PACK_AFTER:
+            self.git("pack-refs", "--all")
 
     # ---- QA's view -----------------------------------------------------------------------------
     def update_view(self, dest: Path, commit: str) -> None:

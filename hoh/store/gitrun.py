@@ -57,10 +57,11 @@ def git_env(loop: int = 0, index: Path | None = None) -> dict[str, str]:
 
 
 def run_git(args: list[str], *, cwd: Path, loop: int = 0, index: Path | None = None, binary: bool = False,
-            max_stdout: int = 256 * 1024 * 1024) -> str | bytes:
+            max_stdout: int = 256 * 1024 * 1024, stdin: bytes | None = None) -> str | bytes:
     argv = ["git", *HARDENING, *FAST, *args]
     try:
-        proc = call(argv, cwd=cwd, env=git_env(loop, index), timeout=GIT_TIMEOUT_SECONDS, max_stdout=max_stdout)
+        proc = call(argv, cwd=cwd, env=git_env(loop, index), timeout=GIT_TIMEOUT_SECONDS, max_stdout=max_stdout,
+                    stdin=stdin)
     except OSError as err:
         raise GitError(f"git {' '.join(args[:3])} could not run in {cwd}: {err}") from None
     if not proc.ok:
