@@ -218,6 +218,45 @@ def test_hoh_yaml_edited_or_broken_after_the_checkpoint(demo):
     assert "not_a_key" in fast.stderr
 
 
+def test_a_save_that_goes_on_from_the_last_writes_what_a_save_from_nothing_writes(long, tmp_path):
+    """The Runtime's saves fold only what was appended since the last (`fold._Writer`): the checkpoint is
+    byte for byte the one a save from the journal alone writes, loop after loop and across sessions."""
+    paths, cold = WorkspacePaths(long), WorkspacePaths(tmp_path / "cold")
+    shutil.copytree(long, cold.root, symlinks=True)
+    data = paths.journal.read_bytes()
+    ends = [at + 1 for at, byte in enumerate(data) if byte == ord("\n")]
+    cuts = [*ends[:40:7], *ends[len(ends) // 2::41], len(data)]
+    paths.journal.write_bytes(b"")
+    written = 0
+    for cut in cuts:
+        with open(paths.journal, "ab") as fh:  # appended as the Runtime appends
+            fh.write(data[written:cut])
+        written = cut
+        assert fold.save(paths)
+        cold.journal.write_bytes(data[:cut])
+        cold.fold.unlink(missing_ok=True)
+        fold._WRITERS.pop(cold.journal, None)
+        assert fold.save(cold)
+        assert paths.fold.read_bytes() == cold.fold.read_bytes(), cut
+    assert binds(long) and api.status(long) == without_checkpoint(long)
+
+
+def test_a_journal_rewritten_under_the_writer_never_gives_a_checkpoint_that_binds_to_other_bytes(long):
+    paths = WorkspacePaths(long)
+    assert fold.save(paths)
+    data = paths.journal.read_bytes()
+    first = data.index(b'"status": "pass"')
+    paths.journal.write_bytes(data[:first] + b'"status": "fail"' + data[first + 16:])  # same size, far before the end
+    with open(paths.journal, "ab") as fh:
+        fh.write(b'{"v": 1, "seq": 99999, "time": 9.0, "event": "stop_requested", "source": "file"}\n')
+    fold.save(paths)  # the writer cannot tell: what it writes must not bind
+    assert not binds(long)
+    assert api.status(long) == without_checkpoint(long)
+    paths.journal.write_bytes(data[: len(data) // 2])  # shorter: read whole again, and binds
+    assert fold.save(paths) and binds(long)
+    same_fold(long)
+
+
 def test_status_writes_nothing_and_reads_a_read_only_workspace(demo, tmp_path):
     os.remove(demo / "state" / "fold.json")
     before = {p: p.stat().st_mtime_ns for p in demo.rglob("*") if p.is_file()}

@@ -23,7 +23,9 @@ import hashlib
 import io
 import json
 import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
@@ -128,49 +130,148 @@ def _lines(data: bytes) -> list[str]:
 def save(paths: WorkspacePaths) -> bool:
     """Write the checkpoint of the journal as it is (for the Runtime, which holds the lock). hoh.yaml's settings
     go in the header when it validates and names one of hoh's own harnesses. False when nothing was written: the
-    journal has a line this fold cannot take (it stays for the full fold to report), or the write failed."""
+    journal has a line this fold cannot take (it stays for the full fold to report), or the write failed.
+
+    The process keeps what its last save folded (`_Writer`), so a save reads, hashes and folds only the lines
+    appended since and encodes again only the loops they touched: its cost follows the loop, not the run. What
+    it writes is the same as a save from nothing (a test compares the bytes); a journal that is not the one it
+    folded (another file, shorter, other bytes before the offset) is read whole again."""
     from .. import fsutil  # looked up at call time: the crash tests count this write
     try:
-        data = paths.journal.read_bytes()
-        if b"\r" in data:  # line ends other than \n: the byte offsets below would not be the lines'
+        writer = _WRITERS.pop(paths.journal, None)
+        writer = writer.advance(paths) if writer is not None else None
+        writer = writer or _Writer.start(paths)
+        if writer is None or writer.fold.offset == 0:
             return False
-        fold = _fold_complete(paths, data)
-        if fold.offset == 0:
-            return False
-        body, steps = _to_json(fold)
-        body_line, step_line = (json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-                                for part in (body, steps))
-        header = {"schema_version": FOLD_SCHEMA_VERSION, "hoh": __version__, "offset": fold.offset,
-                  "lines": fold.lines, "sha256": hashlib.sha256(data[:fold.offset]).hexdigest(),
+        body_line, step_line = writer.encode()
+        header = {"schema_version": FOLD_SCHEMA_VERSION, "hoh": __version__, "offset": writer.fold.offset,
+                  "lines": writer.fold.lines, "sha256": writer.prefix.hexdigest(),
                   "body_sha256": _digest(body_line), "steps_sha256": _digest(step_line),
-                  "loop_fields": LOOP_FIELDS, "step_fields": STEP_FIELDS, "config": _config(paths)}
+                  "loop_fields": LOOP_FIELDS, "step_fields": STEP_FIELDS, "config": writer.config(paths)}
         fsutil.atomic_write_bytes(paths.fold, json.dumps(header).encode("utf-8") + b"\n" + body_line + step_line)
+        _WRITERS[paths.journal] = writer
         return True
     except Exception as err:  # noqa: BLE001 - derived data: a run never fails for it
         log.warning("could not write %s: %s: %s", paths.fold, type(err).__name__, err)
         return False
 
 
-def _fold_complete(paths: WorkspacePaths, data: bytes) -> Fold:
-    """The fold of the journal's complete lines (each parsed, each ending in a newline), from the checkpoint on
-    when it binds."""
-    try:
-        fold = _checkpoint(paths, data)
-    except Exception:  # noqa: BLE001 - not used, as by a reader
-        fold = None
-    fold = fold or Fold(RunHistory(), NoteBook())
-    lines = _lines(data[fold.offset:])
-    if lines and not lines[-1].endswith("\n"):
-        lines.pop()  # a final write cut short: the next append cuts it off
-    records: list[Record] = list(parse_lines(paths.journal, lines, before=fold.lines))
-    if len(records) < len(lines):
-        lines.pop()  # the last line is not JSON: the full fold leaves it out, and fails once one follows it
-    for record in records:
-        fold.history.apply(record)
-        fold.notes.apply(record)
-    fold.offset += sum(len(line.encode("utf-8")) for line in lines)
-    fold.lines += len(lines)
-    return fold
+PROBE_BYTES = 4096
+"""The journal's last bytes before the folded offset, compared again at the next save: a journal rewritten since
+(restored, truncated and regrown) is read whole again."""
+
+
+class _Writer:
+    """The fold a save in this process wrote, the hash of the journal bytes it covers, and each loop's and step's
+    encoded row: the next save starts from there."""
+
+    def __init__(self, fold: Fold, prefix: Any, identity: tuple[int, int], probe: bytes):
+        self.fold, self.prefix, self.identity, self.probe = fold, prefix, identity, probe
+        self.rows: dict[int, str] = {}
+        self.dirty: set[int] | None = None
+        """The loops whose rows must be encoded again; None: all of them."""
+        self.steps: dict[tuple[int, str], tuple[StepFinished, str]] = {}
+        self._config: tuple[str, dict[str, Any]] | None = None
+
+    @classmethod
+    def start(cls, paths: WorkspacePaths) -> "_Writer | None":
+        """From the journal read whole (and the checkpoint on disk, when it binds)."""
+        with open(paths.journal, "rb") as fh:
+            identity = _identity(os.fstat(fh.fileno()))
+            data = fh.read()
+        if b"\r" in data:  # line ends other than \n: the byte offsets would not be the lines'
+            return None
+        try:
+            fold = _checkpoint(paths, data)
+        except Exception:  # noqa: BLE001 - not used, as by a reader
+            fold = None
+        fold = fold or Fold(RunHistory(), NoteBook())
+        writer = cls(fold, hashlib.sha256(data[:fold.offset]), identity, data[max(0, fold.offset - PROBE_BYTES):fold.offset])
+        writer._fold_in(paths, data[fold.offset:])
+        return writer
+
+    def advance(self, paths: WorkspacePaths) -> "_Writer | None":
+        """The same writer with what was appended since folded in; None when the journal is not the one it
+        folded (then `start` reads it whole)."""
+        offset = self.fold.offset
+        with open(paths.journal, "rb") as fh:
+            if _identity(os.fstat(fh.fileno())) != self.identity:
+                return None
+            fh.seek(offset - len(self.probe))
+            if fh.read(len(self.probe)) != self.probe:
+                return None
+            tail = fh.read()
+        if b"\r" in tail:
+            return None
+        self._fold_in(paths, tail)
+        return self
+
+    def _fold_in(self, paths: WorkspacePaths, tail: bytes) -> None:
+        """Fold the complete lines of `tail` (the journal from the offset on) in; a line that cannot be read
+        raises, and the writer is not kept."""
+        fold = self.fold
+        lines = _lines(tail)
+        if lines and not lines[-1].endswith("\n"):
+            lines.pop()  # a final write cut short: the next append cuts it off
+        records: list[Record] = list(parse_lines(paths.journal, lines, before=fold.lines))
+        if len(records) < len(lines):
+            lines.pop()  # the last line is not JSON: the full fold leaves it out, and fails once one follows it
+        for record in records:
+            fold.history.apply(record)
+            fold.notes.apply(record)
+            loop = getattr(record.event, "loop", None)
+            if self.dirty is not None:
+                if isinstance(loop, int):
+                    self.dirty.add(loop)
+                else:
+                    self.dirty = None  # a session's start or end: every loop's span may move
+        consumed = sum(len(line.encode("utf-8")) for line in lines)
+        self.prefix.update(tail[:consumed])
+        fold.offset += consumed
+        fold.lines += len(lines)
+        self.probe = (self.probe + tail[:consumed])[-PROBE_BYTES:]
+
+    def encode(self) -> tuple[bytes, bytes]:
+        """The body's and the steps' lines, as `json.dumps` of `_to_json` would write them (a test compares)."""
+        h = self.fold.history
+        if self.dirty is None:
+            self.rows = {}
+        for t in self.dirty or ():
+            self.rows.pop(t, None)
+        self.dirty = set()
+        loops = ",".join(self.rows.get(t) or self.rows.setdefault(t, _dumps(_loop_row(stats)))
+                         for t, stats in h.loops.items())
+        body, steps = _to_json(self.fold, loops=False)
+        history = "{" + ",".join(_dumps(name) + ":" + (f"[{loops}]" if name == "loops" else _dumps(value))
+                                 for name, value in body["history"].items()) + "}"
+        body_line = "{" + _dumps("history") + ":" + history + "," + _dumps("notes") + ":" + _dumps(body["notes"]) + "}"
+        kept: dict[tuple[int, str], tuple[StepFinished, str]] = {}
+        for key, step in h.steps.items():
+            known = self.steps.get(key)
+            kept[key] = known if known is not None and known[0] is step else (step, _dumps(_step_row(step)))
+        self.steps = kept
+        step_line = "[" + ",".join(row for _, row in kept.values()) + "]"
+        return body_line.encode("utf-8") + b"\n", step_line.encode("utf-8") + b"\n"
+
+    def config(self, paths: WorkspacePaths) -> dict[str, Any] | None:
+        """The header's config, validated again only when hoh.yaml's bytes changed."""
+        digest = config_digest(paths)
+        if self._config is not None and self._config[0] == digest:
+            return self._config[1]
+        found = _config(paths)
+        self._config = (found["sha256"], found) if found is not None else None
+        return found
+
+
+_WRITERS: dict[Path, _Writer] = {}
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _config(paths: WorkspacePaths) -> dict[str, Any] | None:
@@ -201,7 +302,9 @@ _EVENT_FIELDS = {f.name for f in dataclasses.fields(RunHistory)
 _STATUS, _USAGE = LOOP_FIELDS.index("status"), LOOP_FIELDS.index("usage")
 
 
-def _to_json(fold: Fold) -> tuple[dict[str, Any], list[list[Any]]]:
+def _to_json(fold: Fold, loops: bool = True) -> tuple[dict[str, Any], list[list[Any]]]:
+    """The body and the steps' rows; with `loops` False the body's `loops` is left for the caller to fill in (its
+    value is None) and no step row is made."""
     h = fold.history
     history: dict[str, Any] = {}
     for f in dataclasses.fields(RunHistory):
@@ -209,7 +312,7 @@ def _to_json(fold: Fold) -> tuple[dict[str, Any], list[list[Any]]]:
         if f.name == "steps":
             continue
         if f.name == "loops":
-            value = [_loop_row(stats) for stats in value.values()]
+            value = [_loop_row(stats) for stats in value.values()] if loops else None
         elif f.name in _EVENT_FIELDS:
             value = value.to_json() if value is not None else None
         elif f.name == "live_environments":
@@ -218,8 +321,12 @@ def _to_json(fold: Fold) -> tuple[dict[str, Any], list[list[Any]]]:
     book = fold.notes
     notes = {"stored": book.stored, "inbox_names": sorted(book.inbox_names), "taken_by": book.taken_by,
              "loop_notes": {str(t): notes for t, notes in book.loop_notes.items()}}
-    steps = [[getattr(step, name) for name in STEP_FIELDS] for step in h.steps.values()]
+    steps = [_step_row(step) for step in h.steps.values()] if loops else []
     return {"history": history, "notes": notes}, steps
+
+
+def _step_row(step: StepFinished) -> list[Any]:
+    return [getattr(step, name) for name in STEP_FIELDS]
 
 
 def _loop_row(stats: LoopStats) -> list[Any]:
