@@ -317,7 +317,10 @@ class History:
         index = self.view_index
         (self.git_dir / "view-index.lock").unlink(missing_ok=True)
         if index.exists() and (self.view_clean or self._view_is_clean(dest)):
-            self.git("read-tree", "-m", "-u", self._view_commit(), commit, work_tree=dest, index=index)
+            # The one-tree merge: entries equal to the new tree's keep their stat, the others are checked out
+            # (a file changed in the view since is refused, as by the two-tree form), and the index gets the
+            # tree's cache-tree as it is, where the two-tree form would hash every directory again.
+            self.git("read-tree", "-m", "-u", commit, work_tree=dest, index=index)
         else:
             index.unlink(missing_ok=True)
             for child in dest.iterdir():
@@ -327,9 +330,6 @@ class History:
             self.git("checkout-index", "-u", "--all", "--force", work_tree=dest, index=index)
         (self.git_dir / "view-commit").write_text(commit + "\n")
         self.view_clean = True
-
-    def _view_commit(self) -> str:
-        return (self.git_dir / "view-commit").read_text().strip()
 
     def _view_is_clean(self, dest: Path) -> bool:
         """Nothing in the view differs from its index (a tampered view is rebuilt, never moved)."""
