@@ -39,7 +39,7 @@ class Continuity:
             if not isinstance(area, FileArea) or (memory := self._memory.get((area.name, area.root))) is None:
                 continue
             skip = set(memory.skip) ^ set(area.skip)  # what one of the two fingerprints left out
-            now = area.snapshot()[0]
+            now = area.fingerprint()  # what it holds now; the bytes to put back are the memory's
 
             def kept(fp: Fingerprint) -> Fingerprint:
                 return {rel: ident for rel, ident in fp.items()

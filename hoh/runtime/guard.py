@@ -32,23 +32,48 @@ MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 MAX_HASH_BYTES = 256 * 1024 * 1024
 """A larger file (a role can make a sparse one of any size) is known by its stat, not read: hashing it
 would hold up every later role's guard."""
+MAX_CACHED_BYTES = 64 * 1024 * 1024
 Fingerprint = dict[str, str]
 
 
 class HashCache:
-    """sha256 of files by stat identity: a file is read again only when its stat changed."""
+    """sha256 and bytes of files by stat identity: a file is read again only when its stat changed (every
+    attempt's guard snapshots the same state files, which mostly have not)."""
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+        self._bytes: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
+        self._bytes_held = 0
 
     def digest(self, path: str, st: os.stat_result) -> str:
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        key = _stat_key(st)
         known = self._known.get(path)
         if known and known[0] == key:
             return known[1]
         digest = sha256_file(Path(path))
         self._known[path] = (key, digest)
         return digest
+
+    def content(self, path: str, st: os.stat_result) -> bytes:
+        """The file's bytes (for a snapshot to restore from), kept while its stat stays; at most
+        MAX_CACHED_BYTES are kept in all (then the cache starts over)."""
+        key = _stat_key(st)
+        known = self._bytes.get(path)
+        if known and known[0] == key:
+            return known[1]
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if self._bytes_held + len(data) > MAX_CACHED_BYTES:
+            self._bytes, self._bytes_held = {}, 0
+        if known:
+            self._bytes_held -= len(known[1])
+        self._bytes[path] = (key, data)
+        self._bytes_held += len(data)
+        return data
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = (),
@@ -155,25 +180,27 @@ class FileArea(Area):
     def _path(self, rel: str) -> Path:
         return self.root if rel == "." else self.root / rel
 
-    def _files(self) -> Fingerprint:
+    def fingerprint(self) -> Fingerprint:
         return fingerprint(self.root, self.ignore, self.skip, self.cache)
 
     def snapshot(self) -> tuple[Fingerprint, dict[str, bytes]]:
-        fp = self._files()
+        fp = self.fingerprint()
         saved = {}
         for rel, ident in fp.items():
-            path = self._path(rel)
-            if (not ident.startswith(("link:", "special:", "dir:")) and self.keep_bytes(rel)
-                    and path.stat().st_size <= MAX_SNAPSHOT_BYTES):
-                saved[rel] = path.read_bytes()
+            if ident.startswith(("link:", "special:", "dir:")) or not self.keep_bytes(rel):
+                continue
+            path = str(self._path(rel))
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SNAPSHOT_BYTES:
+                saved[rel] = self.cache.content(path, st)
         return fp, saved
 
     def changes(self, snap) -> list[str]:
-        return diff(snap[0], self._files(), self.label)
+        return diff(snap[0], self.fingerprint(), self.label)
 
     def restore(self, snap, changes: list[str]) -> None:
         before, saved = snap
-        after = self._files()
+        after = self.fingerprint()
         for rel in sorted(after.keys() - before.keys(), reverse=True):
             path = self._path(rel)
             shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)

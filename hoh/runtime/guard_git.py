@@ -133,13 +133,13 @@ class GitDirFiles(FileArea):
         super().__init__(name, root, [], keep_bytes=keep_bytes, cache=cache)
         self.kind = kind
 
-    def _files(self) -> Fingerprint:
+    def fingerprint(self) -> Fingerprint:
         return git_dir_fingerprint(self.root, self.kind, self.cache)
 
     def changes(self, snap) -> list[str]:
         """FileArea's changes, and an empty directory made or removed too: in a git dir one can matter
         (a `commondir` or `objects/info/alternates` directory breaks every git command there)."""
-        before, after = snap[0], self._files()
+        before, after = snap[0], self.fingerprint()
 
         def bare_dirs(made: set[str], where: Fingerprint) -> list[str]:
             holding = {q.rsplit("/", n)[0] for q in made for n in range(1, q.count("/") + 1)}
@@ -186,7 +186,7 @@ class MirrorArea(Area):
         leaves them behind as empty files and directories (`config.worktree`, `objects/info/alternates`,
         `remotes/`). An empty one says nothing, but an empty `commondir` breaks git: each is removed, deepest
         first, and is no violation."""
-        for rel in sorted(self.files._files().keys() - before.keys(), key=lambda r: -r.count("/")):
+        for rel in sorted(self.files.fingerprint().keys() - before.keys(), key=lambda r: -r.count("/")):
             path = self.mirror.git_dir / rel
             if path.is_symlink():
                 continue
