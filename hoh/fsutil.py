@@ -53,21 +53,25 @@ def take_written() -> set[str]:
     return found
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory, fsync, rename, fsync the directory."""
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write via a temp file in the same directory renamed over `path`: no reader ever sees half a file, however
+    the process ends. `durable` also fsyncs the file before the rename and the directory after, so the write
+    outlives a crash of the machine; a role attempt's own records go without (`roles.py` says why)."""
     note_written(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def is_temp_file(name: str) -> bool:
@@ -87,8 +91,8 @@ def remove_temp_files(root: Path) -> list[Path]:
     return removed
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), durable)
 
 
 def dump_json(obj: Any) -> str:
@@ -96,8 +100,8 @@ def dump_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, dump_json(obj))
+def atomic_write_json(path: Path, obj: Any, durable: bool = True) -> None:
+    atomic_write_text(path, dump_json(obj), durable)
 
 
 def sha256_bytes(data: bytes) -> str:

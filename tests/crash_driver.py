@@ -36,8 +36,8 @@ if mode == "journal":
 else:
     original_write = fsutil.atomic_write_bytes
 
-    def write(path, data):
-        original_write(path, data)
+    def write(path, data, *args, **kwargs):
+        original_write(path, data, *args, **kwargs)
         tick()
 
     fsutil.atomic_write_bytes = write

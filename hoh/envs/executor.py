@@ -143,7 +143,7 @@ class RoleEnvironment(Executor):
         attempt = supervise.Attempt(self.runs)
         atomic_write_json(attempt_dir / "command.json", {
             "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
-            "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir})
+            "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}, durable=False)
         roots = transfer.outermost([*writable, *visible])
         try:
             with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:

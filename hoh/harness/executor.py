@@ -90,7 +90,7 @@ class LocalExecutor(Executor):
             jail = dataclasses.replace(launch.jail, read_only=(*launch.jail.read_only, HOH_PACKAGE))
             argv = bwrap_argv(jail, shim_argv(argv) if jail.egress_socket else argv, launch.cwd, program=argv[0])
         atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(launch.cwd),
-                                                         "env_names": sorted(launch.env)})
+                                                         "env_names": sorted(launch.env)}, durable=False)
         for setup_try in range(JAIL_SETUP_RETRIES + 1):
             limits = AttemptLimits(request.limits)
             try:

@@ -130,8 +130,11 @@ class RoleRunner:
                                                   resumed=session is not None, original_prompt=first_prompt)
             if job.before_attempt:
                 job.before_attempt(session is not None)
-            atomic_write_text(attempt_dir / "prompt.md", prompt)
-            atomic_write_json(attempt_dir / "inputs.json", self.manifest(job, attempt))
+            # An attempt's own records are written whole but not fsynced, like the CLI's event stream beside
+            # them: after a crash of the machine a resume never reads them (the role's step runs again from its
+            # frozen inputs, its earlier attempts set aside), and the journal's lines keep its spend.
+            atomic_write_text(attempt_dir / "prompt.md", prompt, durable=False)
+            atomic_write_json(attempt_dir / "inputs.json", self.manifest(job, attempt), durable=False)
             self.journal.append(ev.AttemptStarted(loop=job.loop, role=job.role, attempt=attempt))
             # The events file and the adapter let live progress follow the attempt (its tokens, its last tool).
             self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt,
@@ -176,7 +179,8 @@ class RoleRunner:
             ok = not errors
             atomic_write_json(attempt_dir / "result.json", {
                 "schema_version": 1, "ok": ok, "harness": result.to_json(),
-                "violations": [{"area": v.area, "changes": v.changes} for v in violations], "errors": errors})
+                "violations": [{"area": v.area, "changes": v.changes} for v in violations], "errors": errors},
+                durable=False)
             self.journal.append(ev.AttemptFinished(loop=job.loop, role=job.role, attempt=attempt, ok=ok,
                                                    outcome=result.outcome.value, errors=errors,
                                                    usage=result.usage.to_json(), violations=len(violations),

@@ -186,7 +186,8 @@ class _Writer:
         except Exception:  # noqa: BLE001 - not used, as by a reader
             fold = None
         fold = fold or Fold(RunHistory(), NoteBook())
-        writer = cls(fold, hashlib.sha256(data[:fold.offset]), identity, data[max(0, fold.offset - PROBE_BYTES):fold.offset])
+        probe = data[max(0, fold.offset - PROBE_BYTES):fold.offset]
+        writer = cls(fold, hashlib.sha256(data[:fold.offset]), identity, probe)
         writer._fold_in(paths, data[fold.offset:])
         return writer
 
