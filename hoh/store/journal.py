@@ -29,6 +29,9 @@ JOURNAL_SCHEMA_VERSION = 1
 BETWEEN_ROLES = "between roles"
 """The key of `LoopStats.violations` for changes found while no role ran."""
 _TAIL_PROBE = 64 * 1024
+UNSYNCED = (AttemptStarted, ProcessStarted)
+"""Lines appended without an fsync of their own: they matter only while the machine runs (what is in flight, the
+processes a killed hoh left to reap), and the next line's fsync makes them durable in their order."""
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, ...]:
@@ -109,7 +112,8 @@ class Journal:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, data)
-            os.fsync(fd)
+            if not isinstance(event, UNSYNCED):
+                os.fsync(fd)
             if self._content is not None:
                 self._content += data
                 self._stat = _stat_key(os.fstat(fd))
