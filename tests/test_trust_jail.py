@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from conftest import run_hoh
@@ -28,6 +29,36 @@ def test_the_jail_drops_every_capability_and_shows_an_allowlist_not_the_machine(
     for hidden in ("/run", "/var", "/home", "/root", str(tmp_path)):
         assert hidden not in argv  # nothing of theirs but what is listed
     assert "--unshare-net" not in bwrap_argv(JailSpec(network=Network.shared), ["true"], project)
+
+
+def test_nested_binds_and_hundreds_of_hidden_dirs_are_mounted_outer_first_each_where_it_belongs(tmp_path):
+    """The Planner's jail: earlier loops read-only, each loop's roles/ hidden (one per loop), a writable dir inside
+    a read-only one, a read-only one inside a writable one, a hidden dir reached through a symlinked parent."""
+    loops, work, real = tmp_path / "loops", tmp_path / "work", tmp_path / "real"
+    for t in range(1, 301):
+        (loops / f"{t:04d}" / "roles").mkdir(parents=True)
+        (loops / f"{t:04d}" / "roles" / "prompt.md").write_text("secret")
+        (loops / f"{t:04d}" / "plan.json").write_text("{}")
+    (work / "inputs").mkdir(parents=True)
+    (work / "inputs" / "spec.md").write_text("spec")
+    (real / "hidden").mkdir(parents=True)
+    (real / "hidden" / "x").write_text("x")
+    (tmp_path / "link").symlink_to(real)
+    (loops / "0007" / "mine").mkdir()
+    spec = JailSpec(writable=(work, loops / "0007" / "mine"), read_only=(loops, work / "inputs", tmp_path / "link"),
+                    hidden=(*(loops / f"{t:04d}" / "roles" for t in range(1, 301)), tmp_path / "link" / "hidden"))
+    argv = bwrap_argv(spec, ["sh", "-c", f"cat {loops}/0001/plan.json; echo; (ls -A {loops}/0150/roles; ls -A {real}/hidden) | wc -w; "
+                             f"echo w > {loops}/0007/mine/f && echo w > {work}/f && ! echo w 2>/dev/null > "
+                             f"{work}/inputs/g && ! echo w 2>/dev/null > {loops}/0001/g && echo ok"], work)
+    mounts = [(argv[n], argv[n + 1]) for n in range(len(argv) - 1) if argv[n] in ("--ro-bind", "--bind", "--tmpfs")]
+    order = [path for _, path in mounts]
+    assert order.index(str(loops)) < min(order.index(str(loops / "0007" / "mine")), order.index(str(loops / "0150" / "roles")))
+    assert order.index(str(work)) < order.index(str(work / "inputs"))  # read-only inside writable: after it
+    assert ("--tmpfs", str(real / "hidden")) in mounts and str(tmp_path / "link") not in order  # resolved
+    assert sum(1 for how, _ in mounts if how == "--tmpfs") == 300 + 1 + 2  # + /dev/shm and /tmp
+    result = subprocess.run(argv, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["{}", "0", "ok"]  # nothing of roles/ or the hidden dir shows
 
 
 def test_inside_the_jail_a_process_has_no_capability_and_no_new_privileges():

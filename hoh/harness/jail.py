@@ -78,12 +78,14 @@ class JailSpec:
         and left out of every scan of the project). A tree neither bound nor under a bind is not in the jail
         at all; a read-only bind cannot be remounted without capabilities (`--cap-drop ALL`)."""
         tree = tree.resolve()
-        hidden = [h.resolve() for h in self.hidden]
+        hidden: list[Path] | None = None  # resolved only when a writable bind lies inside the tree
         for w in (p.resolve() for p in self.writable):
             if tree == w or tree.is_relative_to(w):
                 return True
-            if w.is_relative_to(tree) and not any(w.is_relative_to(h) and h.is_relative_to(tree) for h in hidden):
-                return True
+            if w.is_relative_to(tree):
+                hidden = [h.resolve() for h in self.hidden] if hidden is None else hidden
+                if not any(w.is_relative_to(h) and h.is_relative_to(tree) for h in hidden):
+                    return True
         return False
 
 
@@ -112,24 +114,60 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None =
 def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:
     """Every bind of the allowlist, outer paths first so a deeper one wins (QA's writable evidence dir
     inside a read-only area, a hidden workspace inside the project); a read-only path already shown by
-    a read-only parent is left out."""
+    a read-only parent is left out. In strings, each parent resolved once and each mount's shown ancestor
+    found by walking its parents: the Planner hides every earlier loop's roles/, and the cost must follow the
+    loops, not their square."""
+    resolve = _Resolver()
     system = [p for p in SYSTEM_DIRS if p.is_dir() and not p.is_symlink()]
     tools = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), *_path_dirs(), *_program_dirs(program)]
-    writable = {p.resolve() for p in spec.writable if p.exists()}
-    read_only = {p.resolve() for p in (*system, *tools, *spec.read_only, cwd) if p.exists()} - writable
+    writable = {resolve(p) for p in spec.writable if os.path.exists(p)}
+    read_only = {resolve(p) for p in (*system, *tools, *spec.read_only, cwd) if os.path.exists(p)} - writable
     mounts = [(p, "--ro-bind") for p in read_only] + [(p, "--bind") for p in writable]
-    mounts += [(p.resolve(), "--tmpfs") for p in spec.hidden if p.exists()]
+    mounts += [(resolve(p), "--tmpfs") for p in spec.hidden if os.path.exists(p)]
     # A path stays under /tmp when it is deeper than the private /tmp mounted before it.
-    mounts.sort(key=lambda m: (len(m[0].parts), m[1] != "--tmpfs", str(m[0])))
+    mounts.sort(key=lambda m: (_depth(m[0]), m[1] != "--tmpfs", m[0]))
     args: list[str] = []
-    shown: list[tuple[Path, str]] = []
+    shown: dict[str, str] = {}  # path → how it was last shown; the deepest shown ancestor (or itself) decides
     for path, how in mounts:
-        inner = next((h for p, h in reversed(shown) if path.is_relative_to(p)), None)
+        inner = next((shown[a] for a in _self_and_parents(path) if a in shown), None)
         if how == "--ro-bind" and inner == "--ro-bind":
             continue
-        shown.append((path, how))
-        args += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
+        shown[path] = how
+        args += [how, path] if how == "--tmpfs" else [how, path, path]
     return args
+
+
+class _Resolver:
+    """`Path.resolve` of absolute paths, each parent directory resolved once."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {"/": "/"}
+
+    def __call__(self, path: Path | str) -> str:
+        path = os.fspath(path)
+        if path in self._known:
+            return self._known[path]
+        if not os.path.isabs(path) or ".." in path.split("/"):
+            return os.path.realpath(path)
+        head, name = os.path.split(path.rstrip("/"))
+        if not name:
+            return os.path.realpath(path)
+        joined = os.path.join(self(head), name)
+        found = self._known[path] = os.path.realpath(joined) if os.path.islink(joined) else joined
+        return found
+
+
+def _depth(path: str) -> int:
+    """len(Path(path).parts) of a resolved absolute path."""
+    return 1 if path == "/" else path.count("/") + 1
+
+
+def _self_and_parents(path: str):
+    while True:
+        yield path
+        if path == "/":
+            return
+        path = os.path.dirname(path)
 
 
 def _path_dirs() -> list[Path]:
