@@ -186,10 +186,16 @@ def git(*args: str, env: dict | None = None) -> None:
 
 
 def as_hoh_leaves_it(ws: Path) -> None:
-    """What a run of that many loops leaves that `make_long_workspace` does not make: every finished loop sealed
-    (`store/seal.py`, in one go) and the loop tags in the project's .git."""
+    """What a run of that many loops leaves that `make_long_workspace` does not make: each loop's role attempts
+    (a prompt and a result per role: every later Planner's jail hides each loop's roles/), every finished loop
+    sealed (`store/seal.py`, in one go) and the loop tags in the project's .git."""
     paths = WorkspacePaths(ws)
     for loop in paths.loops.iterdir():
+        for role in ("planner", "developer", "qa"):
+            attempt = loop / "roles" / role / "attempt-1"
+            attempt.mkdir(parents=True, exist_ok=True)
+            (attempt / "prompt.md").write_text(f"# {role} of {loop.name}\n")
+            (attempt / "result.json").write_text('{"schema_version": 1, "ok": true}\n')
         prune_empty_dirs(loop)
     history = ["--git-dir", str(paths.history), "--work-tree", str(paths.state)]
     index = {"GIT_INDEX_FILE": str(paths.history / "state-index")}
