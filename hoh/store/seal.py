@@ -1,14 +1,15 @@
 """Finished loops' state, sealed once: later checks cost a stat per file, not a read.
 
-When a loop ends its directory `state/loops/NNNN/` is added to a git index kept in history.git
-(`state-index`, work tree `state/`) and the tree of everything sealed so far is recorded under
-`refs/hoh/sealed`. From then on:
+When a loop ends its directory `state/loops/NNNN/` is written into history.git as a tree of its own (through
+an index of that loop alone, so a seal costs the loop, not the history), joined to the earlier loops' trees,
+and the tree of everything sealed so far is recorded under `refs/hoh/sealed`. From then on:
 - the guard's check (`changes`) asks the kernel which sealed directories had any event since the
   last check (an inotify watch on each, `watch.py`), and stat-checks only those: each file's stat
   and each directory's mtime as they were sealed (a new file changes its directory's mtime); only
   a file whose stat moved is read, and compared with its sealed blob. No event, no work: the check
   does not grow with the history. Without inotify, every sealed file is stat-checked;
-- a change is undone from the sealed blobs (`restore`), which no role can reach;
+- a change is undone from the sealed blobs (`restore`, through `state-index`: the sealed tree read into an
+  index, work tree `state/`, made again when the sealed tree moved), which no role can reach;
 - on resume and in `hoh status --verify`, every sealed file is re-hashed against the sealed tree
   (`verify`), whatever any stat says.
 A sealed loop holds files only (git records no directory): its empty directories are removed when it
@@ -30,10 +31,6 @@ from .gitrun import GitError
 from .watch import DirWatch
 
 SEALED_REF = "refs/hoh/sealed"
-SPLIT_INDEX = ("-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now")
-"""The index of every sealed loop is split (git's split index): sealing a loop writes only its own entries to
-`state-index`, beside a shared index (`sharedindex.*` in history.git) rewritten only when the new entries pass a
-fifth of it, so a seal does not rewrite the whole history's index every loop; shared ones no longer used go."""
 StatKey = tuple[int, int, int, int, int]
 
 
@@ -56,8 +53,12 @@ class SealedState:
     def __init__(self, history: History, state_dir: Path):
         self.history, self.state_dir = history, state_dir
         self.index = history.git_dir / "state-index"
+        self._index_tree: str | None = None
+        """The sealed tree `state-index` was made from by this process (None: not known to be current)."""
         self._tree: str | None = None  # read once, then kept by `seal`; only hoh seals
         self._loops: list[int] | None = None
+        self._loop_trees: dict[str, str] | None = None
+        """The sealed `loops` tree's entries: a loop dir's name → its tree (read once, then kept by `seal`)."""
         self._files: dict[str, tuple[StatKey, str]] = {}
         """Absolute path → (stat as sealed, sealed blob id), for this process's stat-only checks."""
         self._dirs: dict[str, int] = {}
@@ -104,31 +105,51 @@ class SealedState:
         # be outside the seal, and the check could not tell it from one made after. Sealed, the loop's dir
         # holds exactly what was recorded, so any directory that turns up later is a change.
         prune_empty_dirs(self.state_dir / loop_dir(t))
-        self._ensure_index()
-        self._git(*SPLIT_INDEX, "add", "--force", "--", loop_dir(t))
-        tree = self._git("write-tree")
+        name = loop_dir(t).rpartition("/")[2]
+        own = self.history.git_dir / "seal-index"  # this loop's files alone
+        own.unlink(missing_ok=True)
+        self._git("add", "--force", "--", loop_dir(t), index=own)
+        loop_tree = self._git("write-tree", f"--prefix={loop_dir(t)}/", index=own)
+        own.unlink(missing_ok=True)
+        trees = {**self._sealed_loop_trees(), name: loop_tree}
+        listing = "".join(f"040000 tree {trees[n]}\t{n}\n" for n in sorted(trees))
+        loops_tree = self.history.git("mktree", stdin=listing.encode())
+        tree = self.history.git("mktree", stdin=f"040000 tree {loops_tree}\tloops\n".encode())
         self.history.git("update-ref", SEALED_REF, tree)
-        self._tree, self._loops = tree, sorted({*self.sealed_loops(), t})
+        self._tree, self._loops, self._loop_trees = tree, sorted({*self.sealed_loops(), t}), trees
         if self._files or self._dirs or len(self._loops) == 1:
             self._record([t])
 
+    def _sealed_loop_trees(self) -> dict[str, str]:
+        if self._loop_trees is None:
+            tree = self.sealed_tree()
+            out = self.history.git("ls-tree", "-z", f"{tree}:loops", binary=True) if tree else b""
+            self._loop_trees = {}
+            for entry in out.split(b"\0"):
+                if entry:
+                    meta, _, entry_name = entry.partition(b"\t")
+                    self._loop_trees[entry_name.decode()] = meta.split()[2].decode()
+        return self._loop_trees
+
     def _ensure_index(self) -> None:
-        """Rebuild the index from the sealed tree if it is missing (a first seal, or a lost index)."""
-        if self.index.exists():
-            return
+        """`state-index` as the sealed tree is now (for `created` and `restore`): read again when it may not be."""
         tree = self.sealed_tree()
+        if self._index_tree == tree and self.index.exists():
+            return
         self._git("read-tree", tree) if tree else self._git("read-tree", "--empty")
+        self._index_tree = tree
 
     def _record(self, loops: list[int]) -> None:
         """The stat baseline of these sealed loops, as they are now (just sealed, or just verified)."""
         if not loops:
             return
-        listing = self._git("ls-files", "-s", "-z", "--", *(loop_dir(t) for t in loops), binary=True)
+        listing = self.history.git("ls-tree", "-r", "-z", "--full-tree", self.sealed_tree(), "--",
+                                   *(loop_dir(t) for t in loops), binary=True)
         blobs = {}
         for entry in listing.split(b"\0"):
             if entry:
                 meta, _, rel = entry.partition(b"\t")
-                blobs[os.path.join(self.state_dir, os.fsdecode(rel))] = meta.split()[1].decode()
+                blobs[os.path.join(self.state_dir, os.fsdecode(rel))] = meta.split()[2].decode()
         if not self._dirs and self._watch is None:
             self._watch = DirWatch.open()  # a fresh baseline: the watch covers every directory recorded
         for t in loops:
@@ -173,7 +194,6 @@ class SealedState:
         if self.sealed_tree() is None:
             return []
         if not self._files and not self._dirs:
-            self._ensure_index()
             self._record(self.sealed_loops())
         suspects = self._suspects()
         if suspects is None and self._watch is not None:
@@ -182,7 +202,6 @@ class SealedState:
         dirs, files = suspects if suspects is not None else (list(self._dirs), list(self._files))
         if not dirs and not files:
             return []
-        self._ensure_index()
         found: list[str] = []
         for path in files:
             key, blob = self._files[path]
@@ -208,6 +227,7 @@ class SealedState:
             except FileNotFoundError:
                 continue  # its files show as deleted
         if touched:
+            self._ensure_index()
             found += self.history.created(self.state_dir, self.index, *touched)
         return found
 
@@ -215,6 +235,7 @@ class SealedState:
         return os.path.relpath(path, self.state_dir)
 
     def restore(self, changes: list[str]) -> None:
+        self._ensure_index()
         for change in changes:
             kind, _, rel = change.partition(" ")
             if kind == "changed":
@@ -247,6 +268,5 @@ class SealedState:
         found = self.verify(open_loops)
         if found:
             self.index.unlink(missing_ok=True)
-            self._ensure_index()
             self.restore(found)
         return found
