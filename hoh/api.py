@@ -100,11 +100,12 @@ def note(workspace: Path, text: str) -> str | None:
     return add_note(ws.paths, text)
 
 
-def status(workspace: Path) -> dict:
-    """The workspace summary `hoh status --json` prints."""
+def status(workspace: Path, shown: int | None = None) -> dict:
+    """The workspace summary `hoh status --json` prints; with `shown`, what its text needs: the last `shown` loops'
+    entries and the others' `EarlierLoops` (`store.status.workspace_status`)."""
     from .store.readview import open_for_reading
     from .store.status import workspace_status
-    return workspace_status(open_for_reading(Path(workspace)))
+    return workspace_status(open_for_reading(Path(workspace)), shown)
 
 
 def verify(workspace: Path, repair: bool = False) -> dict:

@@ -73,10 +73,10 @@ def status_output(call: StatusCall) -> str | None:
     workspace = call.workspace if call.workspace is not None else find_workspace()
     if workspace is None:
         return None
-    data = api.status(workspace)
     if call.as_json:
-        return json.dumps(data, indent=2) + "\n"
-    from .status import status_layout
+        return json.dumps(api.status(workspace), indent=2) + "\n"
+    from .status import SHOWN_LOOPS, status_layout
+    data = api.status(workspace, None if call.show_all else SHOWN_LOOPS)
     return plaintext.render(status_layout(data, call.show_all), plaintext.width())
 
 

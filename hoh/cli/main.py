@@ -260,7 +260,7 @@ def status(
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
     from .. import api
-    from .status import render_status
+    from .status import SHOWN_LOOPS, render_status
     if verify or repair:
         found = api.verify(workspace, repair=repair)
         if as_json:
@@ -274,11 +274,11 @@ def status(
         if not as_json:
             out().print("verified: every finished loop's state, tag and history object is as it was sealed")
         return
-    data = api.status(workspace)
     if as_json:
+        data = api.status(workspace)
         out().print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
     else:
-        render_status(out(), data, show_all)
+        render_status(out(), api.status(workspace, None if show_all else SHOWN_LOOPS), show_all)
 
 
 @app.command(cls=UsageCommand)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Union
 
+from ..store.status import EarlierLoops
+
 if TYPE_CHECKING:  # rich is imported by the functions that print through it
     from rich.console import Console
     from rich.table import Table
@@ -98,6 +100,16 @@ WARNING = "warning:"
 """The yellow first word of a `LineKind.WARNING` line."""
 
 
+def shown_loops(data: dict[str, Any], show_all: bool) -> tuple[list[dict[str, Any]], EarlierLoops]:
+    """The loops the table shows (the last `SHOWN_LOOPS` unless `show_all`) and what it says of the others, from
+    the status with every loop's entry or with `earlier_loops` (`workspace_status(ws, shown)`)."""
+    if "earlier_loops" in data:
+        return data["loops"], data["earlier_loops"]
+    loops = data["loops"] if show_all else data["loops"][-SHOWN_LOOPS:]
+    earlier = data["loops"][:len(data["loops"]) - len(loops)]
+    return loops, EarlierLoops.of((loop["loop"], loop["candidate_id"], loop.get("violations", {})) for loop in earlier)
+
+
 def status_layout(data: dict[str, Any], show_all: bool = False) -> list[Block]:
     """The status for a terminal, readable at 80 columns: `hoh status --json`'s data as lines and tables."""
     blocks: list[Block] = []
@@ -127,14 +139,14 @@ def status_layout(data: dict[str, Any], show_all: bool = False) -> list[Block]:
         where = f"taken by loop {note['loop']}" if note["loop"] else "for the next loop that plans"
         text = " ".join((note["text"] or "(its file is missing)").split())
         say(f"note {note['id'] or '(queued)'} {where}: {text if len(text) <= 60 else text[:59] + '…'}")
-    last = next((loop["candidate_id"] for loop in reversed(data["loops"]) if loop["candidate_id"]), None)
+    loops, earlier = shown_loops(data, show_all)
+    last = next((loop["candidate_id"] for loop in reversed(loops) if loop["candidate_id"]), earlier.last_candidate)
     if last:
         say(f"last candidate: {last}")
 
-    loops = data["loops"] if show_all else data["loops"][-SHOWN_LOOPS:]
     with_checks = any(loop.get("checks") for loop in loops)
-    if len(loops) < len(data["loops"]):
-        say(f"… {len(data['loops']) - len(loops)} earlier loops (hoh status --all shows them)")
+    if earlier.count:
+        say(f"… {earlier.count} earlier loops (hoh status --all shows them)")
     rows = []
     for loop in loops:
         attempts = "/".join(str(loop["attempts"][r]) for r in ROLE_LETTERS)
@@ -159,8 +171,8 @@ def status_layout(data: dict[str, Any], show_all: bool = False) -> list[Block]:
     blocks.append(Grid(("role", "harness", "model", "tries", "tokens", "cost", "time"),
                        [(role, r["harness"], r["model"] or "(default)", str(r["attempts"]), f"{r['tokens']:,}",
                          money(r["cost_usd"]), duration(r["seconds"])) for role, r in data["roles"].items()]))
-    caught = [f"loop {loop['loop']} {role} {n}" for loop in data["loops"]
-              for role, n in loop.get("violations", {}).items() if n]
+    caught = [f"loop {loop} {role} {n}" for loop, role, n in earlier.violations] + \
+        [f"loop {loop['loop']} {role} {n}" for loop in loops for role, n in loop.get("violations", {}).items() if n]
     if caught:
         blocks.append(Line(f"guard: writes into protected areas found and put back ({'; '.join(caught)}); "
                            "details in each attempt's result.json", LineKind.GUARD))

@@ -21,9 +21,31 @@ class EventError(ValueError):
     """A journal line that does not match the vocabulary (unknown kind, missing or mistyped field)."""
 
 
-@dataclass(frozen=True)
+def event(cls: type) -> type:
+    """An event kind's class: a frozen dataclass whose equality, hash and repr are `Event`'s, the ones a
+    dataclass would generate, written once: `hoh status` imports this module, and generating them for every
+    kind was most of its import time."""
+    return dataclass(frozen=True, eq=False, repr=False)(cls)
+
+
+@event
 class Event:
     kind: ClassVar[str]
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name, *_ in _fields(type(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name, *_ in _fields(type(self)))
+        return f"{type(self).__qualname__}({values})"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"event": self.kind}
@@ -85,13 +107,13 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@event
 class WorkspaceCreated(Event):
     kind = "workspace_created"
     spec_sha256: str
 
 
-@dataclass(frozen=True)
+@event
 class RunStarted(Event):
     kind = "run_started"
     target_loops: int
@@ -101,7 +123,7 @@ class RunStarted(Event):
     """bwrap | off (None in journals written before the jail)."""
 
 
-@dataclass(frozen=True)
+@event
 class RunFinished(Event):
     kind = "run_finished"
     status: str
@@ -112,13 +134,13 @@ class RunFinished(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@event
 class OrphanReaped(Event):
     kind = "orphan_reaped"
     pid: int
 
 
-@dataclass(frozen=True)
+@event
 class EnvironmentStarted(Event):
     """A role's environment (`--env`) is being started; journaled before the start, so a crash at any point
     leaves a record of what the next session must stop."""
@@ -131,7 +153,7 @@ class EnvironmentStarted(Event):
     """Harbor's handle of it (a Docker Compose project, a sandbox's name)."""
 
 
-@dataclass(frozen=True)
+@event
 class EnvironmentStopped(Event):
     kind = "environment_stopped"
     session_id: str
@@ -141,14 +163,14 @@ class EnvironmentStopped(Event):
     """Why stopping it failed, when it did."""
 
 
-@dataclass(frozen=True)
+@event
 class LoopStarted(Event):
     kind = "loop_started"
     loop: int
     base_commit: str
 
 
-@dataclass(frozen=True)
+@event
 class StepFinished(Event):
     kind = "step_finished"
     loop: int
@@ -163,7 +185,7 @@ class StepFinished(Event):
     verdict: str | None = None
 
 
-@dataclass(frozen=True)
+@event
 class ChecksReplayed(Event):
     """The register's checks run on the loop's candidate before QA (`runtime/replay.py`); not hoh's overhead."""
 
@@ -177,7 +199,7 @@ class ChecksReplayed(Event):
     at_risk: list[str]
 
 
-@dataclass(frozen=True)
+@event
 class ChecksAdmitted(Event):
     """The checks QA attached this loop, run once more on its candidate: kept, or rejected with a reason."""
 
@@ -189,7 +211,7 @@ class ChecksAdmitted(Event):
     retired: int = 0
 
 
-@dataclass(frozen=True)
+@event
 class RoleSetAside(Event):
     kind = "role_set_aside"
     loop: int
@@ -197,7 +219,7 @@ class RoleSetAside(Event):
     moved_to: str
 
 
-@dataclass(frozen=True)
+@event
 class RoleFailed(Event):
     kind = "role_failed"
     loop: int
@@ -206,7 +228,7 @@ class RoleFailed(Event):
     errors: list[str]
 
 
-@dataclass(frozen=True)
+@event
 class LoopFinished(Event):
     kind = "loop_finished"
     loop: int
@@ -222,7 +244,7 @@ class LoopFinished(Event):
     (`evidence.shortfall`); None for a pass and in journals before it was recorded."""
 
 
-@dataclass(frozen=True)
+@event
 class AttemptStarted(Event):
     kind = "attempt_started"
     loop: int
@@ -230,7 +252,7 @@ class AttemptStarted(Event):
     attempt: int
 
 
-@dataclass(frozen=True)
+@event
 class AttemptFinished(Event):
     kind = "attempt_finished"
     loop: int
@@ -250,7 +272,7 @@ class AttemptFinished(Event):
     """harness | price | table, or None when the cost is unknown (see `HarnessResult.cost_source`)."""
 
 
-@dataclass(frozen=True)
+@event
 class ProcessStarted(Event):
     kind = "process_started"
     loop: int
@@ -260,7 +282,7 @@ class ProcessStarted(Event):
     start_ticks: int | None
 
 
-@dataclass(frozen=True)
+@event
 class TransientFailure(Event):
     kind = "transient_failure"
     loop: int
@@ -271,7 +293,7 @@ class TransientFailure(Event):
     retry_in: float
 
 
-@dataclass(frozen=True)
+@event
 class QuotaWait(Event):
     kind = "quota_wait"
     loop: int
@@ -282,7 +304,7 @@ class QuotaWait(Event):
     error: str | None
 
 
-@dataclass(frozen=True)
+@event
 class BudgetStop(Event):
     kind = "budget_stop"
     loop: int
@@ -295,14 +317,14 @@ class BudgetStop(Event):
     """The role's largest attempt so far: what the next one is expected to spend at most."""
 
 
-@dataclass(frozen=True)
+@event
 class StopRequested(Event):
     kind = "stop_requested"
     source: str
     """`hoh stop` (with its pid) or the signal that asked for it."""
 
 
-@dataclass(frozen=True)
+@event
 class HookRan(Event):
     kind = "hook_ran"
     hook: str
@@ -314,7 +336,7 @@ class HookRan(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@event
 class ViolationBetweenRoles(Event):
     kind = "violation_between_roles"
     loop: int
@@ -324,7 +346,7 @@ class ViolationBetweenRoles(Event):
     changes: list[str]
 
 
-@dataclass(frozen=True)
+@event
 class FullScan(Event):
     """hoh scanned a whole work tree, because neither the jail nor the kernel could say what changed in it
     (`changefeed.ScanReason`): said, since the cost then follows the project's size."""
@@ -339,7 +361,7 @@ class FullScan(Event):
     """A `changefeed.ScanReason` value."""
 
 
-@dataclass(frozen=True)
+@event
 class NoteAdded(Event):
     """A human's note (`hoh note`) stored as `state/notes/<note>.md`, waiting for the next loop that plans."""
 
@@ -352,7 +374,7 @@ class NoteAdded(Event):
     a crash before its removal never stores it twice)."""
 
 
-@dataclass(frozen=True)
+@event
 class NotesTaken(Event):
     """The notes loop `loop`'s Planner gets, fixed before its inputs are frozen: a resume gives it the same."""
 
