@@ -19,8 +19,8 @@ ONE_CELL = frozenset(chr(c) for c in range(0x20, 0x7F)) | frozenset("·…–—
 """Characters rich gives one cell and prints as they are (no tab, no control character)."""
 _MARKUP = frozenset("[\\")
 """What rich's markup parser could read as a tag or an escape, in a line printed with markup."""
-_EMOJI_CODE = re.compile(r":\S*?:")
-"""Wider than rich's emoji codes (`:smile:`, `:smile-text:`): such a line is left to rich."""
+_EMOJI_CODE = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")
+"""Rich's emoji code (`:smile:`, `:smile-text:`), which it replaces when the name is one of its emoji."""
 _WORD = re.compile(r"\s*\S+\s*")
 """A word as rich's wrap sees it: its leading and trailing spaces included."""
 DEFAULT_WIDTH = 80
@@ -55,8 +55,19 @@ def width(environ: Mapping[str, str] = os.environ) -> int:
 
 
 def _plain(text: str, markup: bool) -> bool:
-    return ONE_CELL.issuperset(text) and not (markup and not _MARKUP.isdisjoint(text)) \
-        and _EMOJI_CODE.search(text) is None
+    return ONE_CELL.issuperset(text) and not (markup and not _MARKUP.isdisjoint(text)) and not _has_emoji(text)
+
+
+def _has_emoji(text: str) -> bool:
+    """Whether rich would replace an emoji code in `text` (rare: a clock's `03:04:` has the form, and is none)."""
+    codes = [name.lower() for _, name, _ in _EMOJI_CODE.findall(text)]
+    if not codes:
+        return False
+    try:
+        from rich._emoji_codes import EMOJI
+    except ImportError:  # a rich that keeps them elsewhere: any code may be one
+        return True
+    return any(code in EMOJI for code in codes)
 
 
 def wrap(text: str, columns: int) -> list[str] | None:
