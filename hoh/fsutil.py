@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory, fsync, rename, fsync the directory."""
     note_written(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # here: readers (`hoh status`) write nothing and need not import it
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

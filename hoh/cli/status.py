@@ -83,6 +83,8 @@ class LineKind(Enum):
 
 @dataclass(frozen=True)
 class Line:
+    """A line of text, printed as its kind says."""
+
     text: str
     kind: LineKind = LineKind.TEXT
 

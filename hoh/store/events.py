@@ -30,6 +30,8 @@ def event(cls: type) -> type:
 
 @event
 class Event:
+    """One journal line's event; a subclass per kind."""
+
     kind: ClassVar[str]
 
     def _values(self) -> tuple[Any, ...]:
@@ -109,12 +111,14 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 @event
 class WorkspaceCreated(Event):
+    """The workspace was made for the spec with this sha256."""
     kind = "workspace_created"
     spec_sha256: str
 
 
 @event
 class RunStarted(Event):
+    """A session began: a build, or a resume (`resumed`), running up to `target_loops`."""
     kind = "run_started"
     target_loops: int
     resumed: bool
@@ -125,6 +129,7 @@ class RunStarted(Event):
 
 @event
 class RunFinished(Event):
+    """A session ended, with the run's status."""
     kind = "run_finished"
     status: str
     """finished | complete | stalled | budget_exhausted | stopped (a stop request) | quota_exhausted |
@@ -136,6 +141,7 @@ class RunFinished(Event):
 
 @event
 class OrphanReaped(Event):
+    """A harness process a crashed session left running was killed."""
     kind = "orphan_reaped"
     pid: int
 
@@ -155,6 +161,7 @@ class EnvironmentStarted(Event):
 
 @event
 class EnvironmentStopped(Event):
+    """A role's environment was stopped (by its session, or by a later one after a crash)."""
     kind = "environment_stopped"
     session_id: str
     orphan: bool = False
@@ -165,6 +172,7 @@ class EnvironmentStopped(Event):
 
 @event
 class LoopStarted(Event):
+    """A loop began on the candidate of the loop before it (`base_commit`)."""
     kind = "loop_started"
     loop: int
     base_commit: str
@@ -172,6 +180,7 @@ class LoopStarted(Event):
 
 @event
 class StepFinished(Event):
+    """One of a loop's STEPS is done and its state file written."""
     kind = "step_finished"
     loop: int
     step: str
@@ -188,7 +197,6 @@ class StepFinished(Event):
 @event
 class ChecksReplayed(Event):
     """The register's checks run on the loop's candidate before QA (`runtime/replay.py`); not hoh's overhead."""
-
     kind = "checks_replayed"
     loop: int
     replayed: int
@@ -202,7 +210,6 @@ class ChecksReplayed(Event):
 @event
 class ChecksAdmitted(Event):
     """The checks QA attached this loop, run once more on its candidate: kept, or rejected with a reason."""
-
     kind = "checks_admitted"
     loop: int
     added: int
@@ -213,6 +220,7 @@ class ChecksAdmitted(Event):
 
 @event
 class RoleSetAside(Event):
+    """A role's unfinished attempt was moved aside (`moved_to`) before it runs again."""
     kind = "role_set_aside"
     loop: int
     role: str
@@ -221,6 +229,7 @@ class RoleSetAside(Event):
 
 @event
 class RoleFailed(Event):
+    """A role used up its attempts without a usable result."""
     kind = "role_failed"
     loop: int
     role: str
@@ -230,6 +239,7 @@ class RoleFailed(Event):
 
 @event
 class LoopFinished(Event):
+    """A loop ended with its status and the evidence's figures."""
     kind = "loop_finished"
     loop: int
     status: str
@@ -246,6 +256,7 @@ class LoopFinished(Event):
 
 @event
 class AttemptStarted(Event):
+    """A role's attempt began."""
     kind = "attempt_started"
     loop: int
     role: str
@@ -254,6 +265,7 @@ class AttemptStarted(Event):
 
 @event
 class AttemptFinished(Event):
+    """A role's attempt ended: its outcome, usage and time."""
     kind = "attempt_finished"
     loop: int
     role: str
@@ -274,6 +286,7 @@ class AttemptFinished(Event):
 
 @event
 class ProcessStarted(Event):
+    """The harness process of an attempt started (its pid and start time, to find it after a crash)."""
     kind = "process_started"
     loop: int
     role: str
@@ -284,6 +297,7 @@ class ProcessStarted(Event):
 
 @event
 class TransientFailure(Event):
+    """An attempt failed in a way worth retrying (`retry_in` seconds later)."""
     kind = "transient_failure"
     loop: int
     role: str
@@ -295,6 +309,7 @@ class TransientFailure(Event):
 
 @event
 class QuotaWait(Event):
+    """The run waits for the harness's usage limit to reset."""
     kind = "quota_wait"
     loop: int
     role: str
@@ -306,6 +321,7 @@ class QuotaWait(Event):
 
 @event
 class BudgetStop(Event):
+    """A budget would be passed by the next attempt: the run stops."""
     kind = "budget_stop"
     loop: int
     role: str
@@ -319,6 +335,7 @@ class BudgetStop(Event):
 
 @event
 class StopRequested(Event):
+    """`hoh stop` or a signal asked the run to stop after the current attempt."""
     kind = "stop_requested"
     source: str
     """`hoh stop` (with its pid) or the signal that asked for it."""
@@ -326,6 +343,7 @@ class StopRequested(Event):
 
 @event
 class HookRan(Event):
+    """A hook of hoh.yaml ran."""
     kind = "hook_ran"
     hook: str
     """on_loop_end | on_stop"""
@@ -338,6 +356,7 @@ class HookRan(Event):
 
 @event
 class ViolationBetweenRoles(Event):
+    """A protected area changed while no role ran; put back."""
     kind = "violation_between_roles"
     loop: int
     role: str
@@ -364,7 +383,6 @@ class FullScan(Event):
 @event
 class NoteAdded(Event):
     """A human's note (`hoh note`) stored as `state/notes/<note>.md`, waiting for the next loop that plans."""
-
     kind = "note_added"
     note: str
     """N-0001, …: its file's name."""
@@ -377,7 +395,6 @@ class NoteAdded(Event):
 @event
 class NotesTaken(Event):
     """The notes loop `loop`'s Planner gets, fixed before its inputs are frozen: a resume gives it the same."""
-
     kind = "notes_taken"
     loop: int
     notes: list[str]
