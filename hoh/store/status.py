@@ -64,9 +64,11 @@ def _roles(settings: Settings, history: RunHistory, loops: list[LoopStats]) -> d
 
 
 def _eta(history: RunHistory, state: RunStatus, target: int, now: float) -> dict[str, Any] | None:
-    finished = [s for s in history.loop_list() if s.status.finished and s.seconds > 0]
+    if state.ended_as_planned or state is RunStatus.NOT_STARTED:
+        return None  # before the loops are looked at: a long finished run has many
     remaining = target - history.last_finished_loop
-    if state.ended_as_planned or state is RunStatus.NOT_STARTED or remaining <= 0 or not finished:
+    finished = [s for s in history.loop_list() if s.status.finished and s.seconds > 0] if remaining > 0 else []
+    if not finished:
         return None
     recent = finished[-ETA_WINDOW:]
     per_loop = sum(s.seconds for s in recent) / len(recent)
