@@ -85,24 +85,27 @@ def _interrupt(signum, frame) -> None:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    call = parse_status(argv) if COMPLETION_VARIABLE not in os.environ else None
-    if call is not None:
-        # As the typer app: `kill` and a closed terminal end hoh the way Ctrl-C does.
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGHUP, _interrupt)
-        try:
-            text = status_output(call)
-        except KeyboardInterrupt:
-            from .shared import INTERRUPTED, print_error
-            print_error(INTERRUPTED)
-            sys.exit(130)
-        except Exception:  # noqa: BLE001 - the typer app runs it again and says what is wrong, as it always has
-            text = None
-        if text is not None and (code := _write(text)) is not None:
-            sys.exit(code)
+    call = parse_status(sys.argv[1:]) if COMPLETION_VARIABLE not in os.environ else None
+    if call is not None and (code := _run_status(call)) is not None:
+        sys.exit(code)
     from .main import main as typer_main
     typer_main()
+
+
+def _run_status(call: StatusCall) -> int | None:
+    """The exit code of the status printed here, or None: the typer app runs the command line."""
+    # As the typer app: `kill` and a closed terminal end hoh the way Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
+    try:
+        text = status_output(call)
+        return None if text is None else _write(text)
+    except KeyboardInterrupt:
+        from .shared import INTERRUPTED, print_error
+        print_error(INTERRUPTED)
+        return 130
+    except Exception:  # noqa: BLE001 - the typer app runs it again and says what is wrong, as it always has
+        return None
 
 
 def _write(text: str) -> int | None:
