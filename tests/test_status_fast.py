@@ -64,8 +64,8 @@ def _unusual(text: str):
 
 CHANGES = {"as it is": lambda data: None, "odd lines": _odd_lines, "odd loops": _odd_loops,
            **{f"unusual {text!r}": _unusual(text) for text in (
-               "[yellow]", "a\\b", ":thumbs_up:", ":clock:", ":100:", "名前", "ümlaut", "tab\there", "new\nline", "  spaced  out  ",
-               "x" * 150, "·…–—→")}}
+               "[yellow]", "a\\b", ":thumbs_up:", ":clock:", ":100:", "名前", "ümlaut", "tab\there", "new\nline",
+               "  spaced  out  ", "x" * 150, "·…–—→")}}
 """Every kind of line the text can have: agents' words in unusual characters, rich markup, emoji codes, long
 and unbreakable words, a guard, no sandbox; each alone, so the plain text is compared wherever it can print."""
 
@@ -96,8 +96,9 @@ def test_the_plain_text_is_the_text_rich_prints(demo_ws, long_ws):
                         assert plain == rich_text(data, show_all, width), (ws, name, width, show_all)
                         printed[name].add(width)
     # what only rich can print is left to it; everything else is printed plain at the usual widths
-    assert {name for name, widths in printed.items() if 120 in widths} == \
-        {"as it is", "odd lines", "odd loops", "unusual '  spaced  out  '", "unusual '·…–—→'", "unusual ':clock:'"}
+    assert {name for name, widths in printed.items() if 120 in widths} == {
+        "as it is", "odd lines", "odd loops", "unusual '  spaced  out  '", "unusual '·…–—→'",
+        "unusual ':clock:'"}
     assert all(12 not in widths for widths in printed.values())
     assert printed["odd lines"] >= {80, 100, 120, 200} and printed["as it is"] >= {80, 200}
     assert printed["odd loops"] >= {100, 120, 200} and 80 not in printed["odd loops"]  # its checks column is wide
@@ -107,7 +108,8 @@ def test_the_text_of_the_shown_loops_alone_is_the_text_of_all(demo_ws, long_ws):
     for ws in (demo_ws, long_ws):
         shown = api.status(ws, SHOWN_LOOPS)
         full = api.status(ws)
-        assert {k: v for k, v in shown.items() if k != "earlier_loops"} == {**full, "loops": full["loops"][-SHOWN_LOOPS:]}
+        assert {k: v for k, v in shown.items() if k != "earlier_loops"} == \
+            {**full, "loops": full["loops"][-SHOWN_LOOPS:]}
         for name, data in variants(full).items():
             trimmed = {**data, "loops": data["loops"][-SHOWN_LOOPS:], "earlier_loops": shown["earlier_loops"]}
             if name != "odd loops":  # its loops are not the workspace's, which `earlier_loops` is of
