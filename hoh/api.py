@@ -3,7 +3,6 @@ runner uses these)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +41,7 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
         # The first role's environment did not start (an image that is not there, a CLI missing in it):
         # nothing ran, so the workspace this call made goes again, and the same build can be run once fixed.
         if RunHistory.read(Journal(ws.paths.journal)).run_started is None:
+            import shutil  # here: `hoh status` imports this module
             shutil.rmtree(ws.paths.root, ignore_errors=True)
         raise
 
@@ -100,11 +100,12 @@ def note(workspace: Path, text: str) -> str | None:
     return add_note(ws.paths, text)
 
 
-def status(workspace: Path) -> dict:
-    """The workspace summary `hoh status --json` prints."""
+def status(workspace: Path, shown: int | None = None) -> dict:
+    """The workspace summary `hoh status --json` prints; with `shown`, what its text needs: the last `shown` loops'
+    entries and the others' `EarlierLoops` (`store.status.workspace_status`)."""
     from .store.readview import open_for_reading
     from .store.status import workspace_status
-    return workspace_status(open_for_reading(Path(workspace)))
+    return workspace_status(open_for_reading(Path(workspace)), shown)
 
 
 def verify(workspace: Path, repair: bool = False) -> dict:

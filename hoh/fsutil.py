@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ def atomic_write_bytes(path: Path, data: bytes, durable: bool = True) -> None:
     outlives a crash of the machine; a role attempt's own records go without (`roles.py` says why)."""
     note_written(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # here: readers (`hoh status`) write nothing and need not import it
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -17,8 +17,8 @@ from ..statuses import RunStatus
 from . import bench as bench_cli
 from . import export as export_cli
 from .console import err, out
-from .options import (BUILD_DEFAULT, EXIT_CODES, JSON_HELP, PROGRESS_HELP, PROGRESS_METAVAR, ProgressMode,
-                      setup_logging, workspace_option)
+from .options import EXIT_CODES, JSON_HELP, PROGRESS_HELP, PROGRESS_METAVAR, ProgressMode, workspace_option
+from .shared import BUILD_DEFAULT, INTERRUPTED, print_error, setup_logging
 from .usage import UsageCommand
 
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
@@ -72,9 +72,7 @@ QUIET = False
 """`hoh -q`: no progress unless the command's --progress asks for some."""
 
 
-def _error(message: str) -> None:
-    """Errors are plain single lines (never wrapped), so scripts can read them."""
-    print(f"hoh: {message}", file=sys.stderr, flush=True)
+_error = print_error
 
 
 def _progress(mode: Optional[ProgressMode], quiet: bool, as_json: bool):
@@ -262,7 +260,7 @@ def status(
 ) -> None:
     """Loops, verdicts, criteria, attempts, time, issues and tokens of a run."""
     from .. import api
-    from .status import render_status
+    from .status import SHOWN_LOOPS, render_status
     if verify or repair:
         found = api.verify(workspace, repair=repair)
         if as_json:
@@ -276,11 +274,11 @@ def status(
         if not as_json:
             out().print("verified: every finished loop's state, tag and history object is as it was sealed")
         return
-    data = api.status(workspace)
     if as_json:
+        data = api.status(workspace)
         out().print_json(json.dumps(data)) if sys.stdout.isatty() else print(json.dumps(data, indent=2))
     else:
-        render_status(out(), data, show_all)
+        render_status(out(), api.status(workspace, None if show_all else SHOWN_LOOPS), show_all)
 
 
 @app.command(cls=UsageCommand)
@@ -422,7 +420,7 @@ def main() -> None:
 
 def _interrupted() -> int:
     if _running_in is None:
-        _error("interrupted")
+        _error(INTERRUPTED)
     else:
         _error(f"interrupted; continue with hoh resume -w {_running_in.expanduser().resolve()}")
     return 130

@@ -75,7 +75,8 @@ class UsageCommand(TyperCommand):
 
 # ---- values that need no pydantic ---------------------------------------------------------------------------
 # Recent typer releases coerce every option's value through a pydantic TypeAdapter, built when the command
-# runs: importing pydantic and building the adapters is most of what `hoh status` costs. A plain value (a
+# runs: importing pydantic and building the adapters is most of what a read-only command costs (`hoh show`,
+# and `hoh status` in the forms `entry.py` leaves to typer, such as -v or --log-file). A plain value (a
 # path or string as given, a count, a flag, an option not given) comes out of that adapter as it went in, so it
 # is taken as it is; anything
 # else (a number to parse, a choice, a path typer must check) goes through typer's own coercion. A typer

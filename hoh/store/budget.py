@@ -35,13 +35,10 @@ def estimate(history: RunHistory, role: str) -> dict[str, float]:
 
 def figures(config: BudgetConfig, history: RunHistory, now: float | None = None) -> dict[str, dict[str, Any]]:
     """Each budget that is set: its limit, what is spent, and by how much the spend went over (0 if not)."""
-    used = spent(history, now)
-    out = {}
-    for key in KEYS:
-        limit = getattr(config, key)
-        if limit is not None:
-            out[key] = {"limit": limit, "spent": used[key], "overrun": round(max(0.0, used[key] - limit), 6)}
-    return out
+    limits = {key: limit for key in KEYS if (limit := getattr(config, key)) is not None}
+    used = spent(history, now) if limits else {}  # a sum over every loop: not when no budget is set
+    return {key: {"limit": limit, "spent": used[key], "overrun": round(max(0.0, used[key] - limit), 6)}
+            for key, limit in limits.items()}
 
 
 def describe(key: str, value: float) -> str:

@@ -21,9 +21,33 @@ class EventError(ValueError):
     """A journal line that does not match the vocabulary (unknown kind, missing or mistyped field)."""
 
 
-@dataclass(frozen=True)
+def event(cls: type) -> type:
+    """An event kind's class: a frozen dataclass whose equality, hash and repr are `Event`'s, the ones a
+    dataclass would generate, written once: `hoh status` imports this module, and generating them for every
+    kind was most of its import time."""
+    return dataclass(frozen=True, eq=False, repr=False)(cls)
+
+
+@event
 class Event:
+    """One journal line's event; a subclass per kind."""
+
     kind: ClassVar[str]
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name, *_ in _fields(type(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name, *_ in _fields(type(self)))
+        return f"{type(self).__qualname__}({values})"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"event": self.kind}
@@ -85,14 +109,16 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@event
 class WorkspaceCreated(Event):
+    """The workspace was made for the spec with this sha256."""
     kind = "workspace_created"
     spec_sha256: str
 
 
-@dataclass(frozen=True)
+@event
 class RunStarted(Event):
+    """A session began: a build, or a resume (`resumed`), running up to `target_loops`."""
     kind = "run_started"
     target_loops: int
     resumed: bool
@@ -101,8 +127,9 @@ class RunStarted(Event):
     """bwrap | off (None in journals written before the jail)."""
 
 
-@dataclass(frozen=True)
+@event
 class RunFinished(Event):
+    """A session ended, with the run's status."""
     kind = "run_finished"
     status: str
     """finished | complete | stalled | budget_exhausted | stopped (a stop request) | quota_exhausted |
@@ -112,13 +139,14 @@ class RunFinished(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@event
 class OrphanReaped(Event):
+    """A harness process a crashed session left running was killed."""
     kind = "orphan_reaped"
     pid: int
 
 
-@dataclass(frozen=True)
+@event
 class EnvironmentStarted(Event):
     """A role's environment (`--env`) is being started; journaled before the start, so a crash at any point
     leaves a record of what the next session must stop."""
@@ -131,8 +159,9 @@ class EnvironmentStarted(Event):
     """Harbor's handle of it (a Docker Compose project, a sandbox's name)."""
 
 
-@dataclass(frozen=True)
+@event
 class EnvironmentStopped(Event):
+    """A role's environment was stopped (by its session, or by a later one after a crash)."""
     kind = "environment_stopped"
     session_id: str
     orphan: bool = False
@@ -141,15 +170,17 @@ class EnvironmentStopped(Event):
     """Why stopping it failed, when it did."""
 
 
-@dataclass(frozen=True)
+@event
 class LoopStarted(Event):
+    """A loop began on the candidate of the loop before it (`base_commit`)."""
     kind = "loop_started"
     loop: int
     base_commit: str
 
 
-@dataclass(frozen=True)
+@event
 class StepFinished(Event):
+    """One of a loop's STEPS is done and its state file written."""
     kind = "step_finished"
     loop: int
     step: str
@@ -163,10 +194,9 @@ class StepFinished(Event):
     verdict: str | None = None
 
 
-@dataclass(frozen=True)
+@event
 class ChecksReplayed(Event):
     """The register's checks run on the loop's candidate before QA (`runtime/replay.py`); not hoh's overhead."""
-
     kind = "checks_replayed"
     loop: int
     replayed: int
@@ -177,10 +207,9 @@ class ChecksReplayed(Event):
     at_risk: list[str]
 
 
-@dataclass(frozen=True)
+@event
 class ChecksAdmitted(Event):
     """The checks QA attached this loop, run once more on its candidate: kept, or rejected with a reason."""
-
     kind = "checks_admitted"
     loop: int
     added: int
@@ -189,16 +218,18 @@ class ChecksAdmitted(Event):
     retired: int = 0
 
 
-@dataclass(frozen=True)
+@event
 class RoleSetAside(Event):
+    """A role's unfinished attempt was moved aside (`moved_to`) before it runs again."""
     kind = "role_set_aside"
     loop: int
     role: str
     moved_to: str
 
 
-@dataclass(frozen=True)
+@event
 class RoleFailed(Event):
+    """A role used up its attempts without a usable result."""
     kind = "role_failed"
     loop: int
     role: str
@@ -206,8 +237,9 @@ class RoleFailed(Event):
     errors: list[str]
 
 
-@dataclass(frozen=True)
+@event
 class LoopFinished(Event):
+    """A loop ended with its status and the evidence's figures."""
     kind = "loop_finished"
     loop: int
     status: str
@@ -222,16 +254,18 @@ class LoopFinished(Event):
     (`evidence.shortfall`); None for a pass and in journals before it was recorded."""
 
 
-@dataclass(frozen=True)
+@event
 class AttemptStarted(Event):
+    """A role's attempt began."""
     kind = "attempt_started"
     loop: int
     role: str
     attempt: int
 
 
-@dataclass(frozen=True)
+@event
 class AttemptFinished(Event):
+    """A role's attempt ended: its outcome, usage and time."""
     kind = "attempt_finished"
     loop: int
     role: str
@@ -250,8 +284,9 @@ class AttemptFinished(Event):
     """harness | price | table, or None when the cost is unknown (see `HarnessResult.cost_source`)."""
 
 
-@dataclass(frozen=True)
+@event
 class ProcessStarted(Event):
+    """The harness process of an attempt started (its pid and start time, to find it after a crash)."""
     kind = "process_started"
     loop: int
     role: str
@@ -260,8 +295,9 @@ class ProcessStarted(Event):
     start_ticks: int | None
 
 
-@dataclass(frozen=True)
+@event
 class TransientFailure(Event):
+    """An attempt failed in a way worth retrying (`retry_in` seconds later)."""
     kind = "transient_failure"
     loop: int
     role: str
@@ -271,8 +307,9 @@ class TransientFailure(Event):
     retry_in: float
 
 
-@dataclass(frozen=True)
+@event
 class QuotaWait(Event):
+    """The run waits for the harness's usage limit to reset."""
     kind = "quota_wait"
     loop: int
     role: str
@@ -282,8 +319,9 @@ class QuotaWait(Event):
     error: str | None
 
 
-@dataclass(frozen=True)
+@event
 class BudgetStop(Event):
+    """A budget would be passed by the next attempt: the run stops."""
     kind = "budget_stop"
     loop: int
     role: str
@@ -295,15 +333,17 @@ class BudgetStop(Event):
     """The role's largest attempt so far: what the next one is expected to spend at most."""
 
 
-@dataclass(frozen=True)
+@event
 class StopRequested(Event):
+    """`hoh stop` or a signal asked the run to stop after the current attempt."""
     kind = "stop_requested"
     source: str
     """`hoh stop` (with its pid) or the signal that asked for it."""
 
 
-@dataclass(frozen=True)
+@event
 class HookRan(Event):
+    """A hook of hoh.yaml ran."""
     kind = "hook_ran"
     hook: str
     """on_loop_end | on_stop"""
@@ -314,8 +354,9 @@ class HookRan(Event):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@event
 class ViolationBetweenRoles(Event):
+    """A protected area changed while no role ran; put back."""
     kind = "violation_between_roles"
     loop: int
     role: str
@@ -324,7 +365,7 @@ class ViolationBetweenRoles(Event):
     changes: list[str]
 
 
-@dataclass(frozen=True)
+@event
 class FullScan(Event):
     """hoh scanned a whole work tree, because neither the jail nor the kernel could say what changed in it
     (`changefeed.ScanReason`): said, since the cost then follows the project's size."""
@@ -339,10 +380,9 @@ class FullScan(Event):
     """A `changefeed.ScanReason` value."""
 
 
-@dataclass(frozen=True)
+@event
 class NoteAdded(Event):
     """A human's note (`hoh note`) stored as `state/notes/<note>.md`, waiting for the next loop that plans."""
-
     kind = "note_added"
     note: str
     """N-0001, …: its file's name."""
@@ -352,10 +392,9 @@ class NoteAdded(Event):
     a crash before its removal never stores it twice)."""
 
 
-@dataclass(frozen=True)
+@event
 class NotesTaken(Event):
     """The notes loop `loop`'s Planner gets, fixed before its inputs are frozen: a resume gives it the same."""
-
     kind = "notes_taken"
     loop: int
     notes: list[str]

@@ -112,7 +112,7 @@ def _checkpoint(paths: WorkspacePaths, data: bytes, steps: bool = True) -> Fold 
             or data[offset - 1:offset] != b"\n" or _digest(body) != header["body_sha256"] \
             or step_line is not None and _digest(step_line) != header["steps_sha256"] \
             or header["loop_fields"] != LOOP_FIELDS or header["step_fields"] != STEP_FIELDS \
-            or hashlib.sha256(data[:offset]).hexdigest() != header["sha256"]:
+            or hashlib.sha256(memoryview(data)[:offset]).hexdigest() != header["sha256"]:
         return None
     return _from_json(json.loads(body), json.loads(step_line) if step_line is not None else [], offset, lines)
 

@@ -8,9 +8,8 @@ module only shapes them. Nothing is written.
 from __future__ import annotations
 
 import time
-from typing import Any
-
-from typing import TYPE_CHECKING, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Union
 
 from ..paths import ROLES
 from ..statuses import RunStatus
@@ -65,9 +64,11 @@ def _roles(settings: Settings, history: RunHistory, loops: list[LoopStats]) -> d
 
 
 def _eta(history: RunHistory, state: RunStatus, target: int, now: float) -> dict[str, Any] | None:
-    finished = [s for s in history.loop_list() if s.status.finished and s.seconds > 0]
+    if state.ended_as_planned or state is RunStatus.NOT_STARTED:
+        return None  # before the loops are looked at: a long finished run has many
     remaining = target - history.last_finished_loop
-    if state.ended_as_planned or state is RunStatus.NOT_STARTED or remaining <= 0 or not finished:
+    finished = [s for s in history.loop_list() if s.status.finished and s.seconds > 0] if remaining > 0 else []
+    if not finished:
         return None
     recent = finished[-ETA_WINDOW:]
     per_loop = sum(s.seconds for s in recent) / len(recent)
@@ -107,8 +108,32 @@ def _stop_reason(history: RunHistory, state: RunStatus) -> dict[str, Any] | None
     return reason
 
 
-def workspace_status(ws: Readable) -> dict[str, Any]:
-    """The summary `hoh status --json` prints, of a workspace opened for reading (or opened whole)."""
+@dataclass(frozen=True)
+class EarlierLoops:
+    """What `hoh status`'s text reads of the loops before those its table shows, which need no entry of their own
+    (at 500 loops, making every entry would be most of its time)."""
+
+    count: int
+    last_candidate: str | None
+    """The latest of their candidates."""
+    violations: list[tuple[int, str, int]]
+    """(loop, role, count) for each role that wrote into a protected area, in loop order."""
+
+    @classmethod
+    def of(cls, loops: Iterable[tuple[int, str | None, Mapping[str, int]]]) -> "EarlierLoops":
+        """From each loop's number, candidate and violations per role, in loop order."""
+        count, last, violations = 0, None, []
+        for loop, candidate_id, by_role in loops:
+            count += 1
+            last = candidate_id or last
+            violations += [(loop, role, n) for role, n in by_role.items() if n]
+        return cls(count, last, violations)
+
+
+def workspace_status(ws: Readable, shown: int | None = None) -> dict[str, Any]:
+    """The summary `hoh status --json` prints, of a workspace opened for reading (or opened whole). With `shown`
+    (`hoh status` without --json), only the last `shown` loops have an entry in `loops`, and `earlier_loops` (an
+    `EarlierLoops`) says what the text shows of the others."""
     settings = ws.settings if isinstance(ws, ReadView) else Settings.of(ws.config)
     fold = read_fold(ws.paths, steps=False)  # the journal read once, from its checkpoint on: the run and its notes
     history = fold.history
@@ -120,7 +145,8 @@ def workspace_status(ws: Readable) -> dict[str, Any]:
     paused = history.quota_wait if live and history.quota_wait and history.quota_wait.until > now \
         else None
     usage = history.usage  # a sum over every loop: once
-    return {
+    entries = loops if shown is None else loops[max(0, len(loops) - shown):]
+    data = {
         "schema_version": STATUS_SCHEMA_VERSION,
         "workspace": str(ws.paths.root),
         "harness": settings.harness,
@@ -141,8 +167,12 @@ def workspace_status(ws: Readable) -> dict[str, Any]:
         if settings.patience else None,
         "roles": _roles(settings, history, loops),
         "notes": _notes(ws, fold.notes),
-        "loops": [_loop_entry(stats, state, now if live else None) for stats in loops],
+        "loops": [_loop_entry(stats, state, now if live else None) for stats in entries],
     }
+    if shown is not None:
+        data["earlier_loops"] = EarlierLoops.of((stats.loop, stats.candidate_id, stats.violations)
+                                                for stats in loops[:len(loops) - len(entries)])
+    return data
 
 
 def _notes(ws: Readable, book: NoteBook) -> list[dict[str, Any]]:
