@@ -187,7 +187,7 @@ class _Writer:
             fold = None
         fold = fold or Fold(RunHistory(), NoteBook())
         probe = data[max(0, fold.offset - PROBE_BYTES):fold.offset]
-        writer = cls(fold, hashlib.sha256(data[:fold.offset]), identity, probe)
+        writer = cls(fold, hashlib.sha256(memoryview(data)[:fold.offset]), identity, probe)
         writer._fold_in(paths, data[fold.offset:])
         return writer
 
