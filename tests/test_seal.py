@@ -167,3 +167,27 @@ def test_sealing_keeps_what_only_looks_empty(tmp_path):
     prune_empty_dirs(root)
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "keep-file", "keep-file/x", "keep-file/x/f", "keep-link", "keep-link/to"]
+
+
+def test_each_seal_joins_one_loops_tree_to_the_earlier_ones_and_gives_the_tree_of_them_all(demo_ws, tmp_path):
+    """A seal writes only its loop (an index of that loop alone): the sealed tree is still the tree of every sealed
+    loop's files, as one index of them all would give, and a new process seals on from it."""
+    ws_dir = tmp_path / "ws"
+    shutil.copytree(demo_ws, ws_dir, symlinks=True)
+    ws = open_workspace(ws_dir)
+    for t in (5, 6):  # two more finished loops' dirs, sealed by two processes' SealedState in turn
+        shutil.copytree(ws.paths.state / "loops" / "0004", ws.paths.state / "loops" / f"{t:04d}", symlinks=True)
+        (ws.paths.state / "loops" / f"{t:04d}" / "qa.json").write_text(f'{{"loop": {t}}}\n')
+        SealedState(ws.history, ws.paths.state).seal(t)
+    state = SealedState(ws.history, ws.paths.state)
+    assert state.sealed_loops() == [1, 2, 3, 4, 5, 6]
+    whole = tmp_path / "whole-index"
+    ws.history.git("add", "--force", "--", "loops/0001", "loops/0002", "loops/0003", "loops/0004", "loops/0005",
+                   "loops/0006", work_tree=ws.paths.state, index=whole)
+    assert state.sealed_tree() == ws.history.git("write-tree", work_tree=ws.paths.state, index=whole)
+    assert not (ws.paths.history / "seal-index").exists()
+    assert state.changes([]) == [] and state.verify([]) == []
+    (ws.paths.state / "loops" / "0006" / "qa.json").write_text("forged\n")
+    assert state.changes([]) == ["modified loops/0006/qa.json"]
+    state.restore(["modified loops/0006/qa.json"])
+    assert (ws.paths.state / "loops" / "0006" / "qa.json").read_text() == '{"loop": 6}\n'

@@ -40,8 +40,9 @@ def mirror_kind(rel: str) -> str:
     return FREE if MIRROR_FREE.fullmatch(rel) else GUARD
 
 
-HISTORY_OWN = {"index", "view-index", "state-index", "view-commit"}
-"""hoh's working files in history.git, rewritten by hoh's own git while a guard check runs (a status)."""
+HISTORY_OWN = {"index", "view-index", "state-index", "seal-index", "view-commit"}
+"""hoh's working files in history.git, rewritten by hoh's own git while a guard check runs (a status); a seal's
+index of one loop (seal.py), which a kill -9 may leave behind until the next seal."""
 
 
 def history_kind(rel: str) -> str:
@@ -51,7 +52,7 @@ def history_kind(rel: str) -> str:
     if not rest and (rel.startswith("tmp") or rel.endswith(".msg")):
         return OPAQUE  # hoh's temporary files (a concurrent `hoh status --verify` makes a tmp dir)
     if not rest and rel.startswith("sharedindex."):
-        return OPAQUE  # the sealed loops' shared index (seal.py); git checks it against the hash state-index names
+        return OPAQUE  # a split state-index's shared index (older workspaces); git checks it against its hash
     return GUARD
 
 
