@@ -7,6 +7,7 @@ where the three mechanisms change what the roles receive.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -22,7 +23,7 @@ from ..store.git import History
 from ..store.journal import Journal
 from ..store.mirror import ProjectMirror
 from ..store.notes import Note
-from ..store.seal import SealedState
+from ..store.seal import SealedState, loop_dir
 from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .roles import RoleJob
 from .validate import Expectations
@@ -60,6 +61,9 @@ class JobFactory:
         self.ignore = config.guard.ignore
         self.spec_text = paths.spec.read_text(encoding="utf-8")
         self.cache = HashCache()  # one for the run: files are hashed again only when their stat changes
+        self._has_roles: dict[str, bool] = {}
+        """A sealed loop dir's name → whether it holds a roles/ (`_evidence_dirs`)."""
+        self._hidden: tuple[list[str], tuple[Path, ...]] = ([], ())
 
     def _fixed_files(self, attempt_dir: Path, head: str, read_only_project: bool) -> list[Area]:
         """What no role may ever write: the project's git configuration (an exclude or hook would change
@@ -106,8 +110,23 @@ class JobFactory:
         loops = self.paths.loops
         if not loops.is_dir():
             return (), ()
-        # Every dir there, not only the loops hoh numbered: whatever holds a roles/ stays hidden.
-        return (loops,), tuple(d / "roles" for d in sorted(loops.iterdir()) if (d / "roles").is_dir())
+        # Every dir there, not only the loops hoh numbered: whatever holds a roles/ stays hidden. A sealed loop's
+        # answer is kept (no role can change a sealed loop: its guard puts it back), so each Planner looks again
+        # only at the loops not sealed.
+        names = sorted(os.listdir(loops))
+        sealed = {loop_dir(t).rpartition("/")[2] for t in self.sealed.sealed_loops()}
+        found = []
+        for name in names:
+            has = self._has_roles.get(name)
+            if has is None:
+                has = os.path.isdir(os.path.join(loops, name, "roles"))
+                if name in sealed:
+                    self._has_roles[name] = has
+            if has:
+                found.append(name)
+        if found != self._hidden[0]:
+            self._hidden = (found, tuple(loops / name / "roles" for name in found))
+        return (loops,), self._hidden[1]
 
     def _project(self) -> WorkTreeArea:
         return WorkTreeArea("project", self.repo, self.paths.project, self.repo.index, self.ignore)

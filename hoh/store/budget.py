@@ -57,6 +57,8 @@ class BudgetGate:
 
     def check(self, role: str) -> tuple[str, float, float, float] | None:
         """The first budget the next attempt of `role` would pass: (key, limit, spent, estimate), else None."""
+        if all(getattr(self.config, key) is None for key in KEYS):
+            return None  # no budget: nothing to sum over the run's loops before every attempt
         used, next_one = spent(self.history, self.clock()), estimate(self.history, role)
         for key in KEYS:
             limit = getattr(self.config, key)

@@ -116,7 +116,12 @@ class SealedState:
         loops_tree = self.history.git("mktree", stdin=listing.encode())
         tree = self.history.git("mktree", stdin=f"040000 tree {loops_tree}\tloops\n".encode())
         self.history.git("update-ref", SEALED_REF, tree)
-        self._tree, self._loops, self._loop_trees = tree, sorted({*self.sealed_loops(), t}), trees
+        before = self.sealed_loops()
+        if self._sealed_dirs is not None and (not before or t > before[-1]):
+            self._sealed_dirs = (*self._sealed_dirs, self.state_dir / loop_dir(t))  # the next loop: no walk again
+        elif t not in before:
+            self._sealed_dirs = None
+        self._tree, self._loops, self._loop_trees = tree, sorted({*before, t}), trees
         if self._files or self._dirs or len(self._loops) == 1:
             self._record([t])
 
