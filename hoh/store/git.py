@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
-import sys
 import tempfile
 from pathlib import Path
 
+from .embedded import changed_gitlinks, flatten_untracked, may_hold_gitlinks, remove_embedded_git
 from .gitrun import NO_SUBMODULES, GitError, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -184,37 +183,21 @@ class History:
             else:
                 self._add_changed(changed)
         except GitError:  # an embedded repository without a commit, which git cannot record at all
-            self.flattened = self._flatten_untracked()
+            self.flattened = flatten_untracked(self)
             self.git(*self._scan("add", "-A"))
-        while self._may_hold_gitlinks(changed) and (gitlinks := self._changed_gitlinks(parent)):
+        while may_hold_gitlinks(self.work_tree, changed, self.flattened) \
+                and (gitlinks := changed_gitlinks(self, parent)):
             if set(gitlinks) & set(self.flattened):
                 raise GitError(f"{self.work_tree}: cannot make the embedded repositories {gitlinks} content")
             for rel in gitlinks:
-                self._remove_embedded_git(rel)
+                remove_embedded_git(self.work_tree, rel)
             self._pathspec_git("rm", "-q", "-f", "--cached", paths=gitlinks)
-            self.flattened += gitlinks + self._flatten_untracked(gitlinks)
+            self.flattened += gitlinks + flatten_untracked(self, gitlinks)
             self._pathspec_git("add", "-A", paths=gitlinks)
         self.flattened.sort()
         commit = self.commit(message, parent=parent, loop=loop, tag=tag)
         self.clean_at = commit
         return commit
-
-    def _may_hold_gitlinks(self, changed: list[str] | None) -> bool:
-        """Whether git may have recorded a gitlink: only an add of a directory holding a .git records one, so a
-        change of files alone (no directory among them, no .git in any path) cannot; a whole-tree add may."""
-        if changed is None or self.flattened:
-            return True
-        for rel in changed:
-            if ".git" in rel.split("/"):
-                return True
-            try:
-                if stat.S_ISDIR(os.lstat(self.work_tree / rel).st_mode):
-                    return True  # a directory the feed reports whole: whatever is below it
-            except FileNotFoundError:
-                continue
-            except OSError:
-                return True
-        return False
 
     def _add_changed(self, changed: list[str]) -> None:
         """`add -A` of the changed paths only: git's status of exactly those paths (no error for a path that
@@ -226,46 +209,6 @@ class History:
         listed = sorted({_path(entry[3:]) for entry in out.split(b"\0") if len(entry) >= 4})
         if listed:
             self._pathspec_git("add", "-A", paths=listed)
-
-    def _flatten_untracked(self, under: list[str] | None = None) -> list[str]:
-        """Remove the .git of every untracked embedded repository (below `under`), nested ones too (a walk
-        of the work tree: only when `git add` failed, or below repositories just made content)."""
-        found: list[str] = []
-        todo = [under or []]
-        while todo:
-            spec = todo.pop()
-            out = self._pathspec_git("ls-files", "-z", "--others", "--exclude-standard", paths=spec, binary=True)
-            # Without --directory git lists every untracked file, and an embedded repository as "dir/".
-            repos = sorted(_path(name[:-1]) for name in out.split(b"\0") if name.endswith(b"/"))
-            if set(repos) & set(found):
-                raise GitError(f"{self.work_tree}: cannot remove the .git of embedded repositories {repos}")
-            for rel in repos:
-                self._remove_embedded_git(rel)
-            found += repos
-            if repos:
-                todo.append(repos)
-        return found
-
-    def _changed_gitlinks(self, parent: str) -> list[str]:
-        """Index entries that are gitlinks new or changed since `parent` (the index against a tree, no work
-        tree: the cost follows the change)."""
-        fields = self.git("diff-index", "--cached", "-z", "--raw", "--no-renames", "--ignore-submodules=none",
-                          parent, binary=True).split(b"\0")
-        return sorted(_path(name) for meta, name in zip(fields[0::2], fields[1::2])
-                      if meta.split(b" ")[1:2] == [b"160000"])
-
-    def _remove_embedded_git(self, rel: str) -> None:
-        """rel/.git, a directory, a file or a link: removed, never followed."""
-        path = self.work_tree
-        for part in rel.split("/"):
-            path = path / part
-            if path.is_symlink():
-                raise GitError(f"{self.work_tree}: {rel} has a link in its path")
-        dot_git = path / ".git"
-        if dot_git.is_dir() and not dot_git.is_symlink():
-            shutil.rmtree(dot_git, **{"onexc" if sys.version_info >= (3, 12) else "onerror": _writable_and_retry})
-        elif os.path.lexists(dot_git):
-            dot_git.unlink()
 
     def _pathspec_git(self, *args: str, paths: list[str], binary: bool = False) -> str | bytes:
         """A git command over literal paths (no pathspec magic in a role's file names), in argv-sized
@@ -411,12 +354,6 @@ class History:
 
 def _path(raw: bytes) -> str:
     return raw.decode(errors="surrogateescape")
-
-
-def _writable_and_retry(func, path: str, _exc) -> None:
-    """rmtree's error handler: a role may leave a directory without write permission."""
-    os.chmod(os.path.dirname(path), stat.S_IRWXU)
-    func(path)
 
 
 def __getattr__(name: str):
