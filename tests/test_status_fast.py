@@ -189,3 +189,42 @@ def test_the_fast_path_loads_neither_typer_nor_rich(long_ws):
                               stdin=subprocess.DEVNULL)
         assert proc.returncode == 0 and proc.stdout.startswith("{" if extra == ["--json"] else str(long_ws))
         assert json.loads(proc.stderr.strip().splitlines()[-1]) == [], (extra, proc.stderr)
+
+
+def on_a_terminal(program: list[str], args: list[str]) -> bytes:
+    """What `python PROGRAM ARGS` writes to a real terminal (a pty): rich's styles, its highlighted JSON."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the pty is its stdin, stdout and stderr
+        os.environ["COLUMNS"] = "100"
+        for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
+            os.environ.pop(name, None)
+        os.execv(sys.executable, [sys.executable, *program, *args])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    return out
+
+
+def test_on_a_terminal_the_fast_path_prints_rich_s_bytes_without_typer(demo_ws, tmp_path):
+    typer_app = ["-c", "from hoh.cli.main import main; main()"]
+    for extra in ([], ["--json"], ["--all"]):
+        args = ["status", "-w", str(demo_ws), *extra]
+        fast = on_a_terminal(["-m", "hoh"], args)
+        assert fast == on_a_terminal(typer_app, args), extra
+        assert b"\x1b[" in fast  # styled: a terminal's
+    loaded = tmp_path / "loaded"
+    code = ("import atexit, runpy, sys\n"
+            f"atexit.register(lambda: open({str(loaded)!r}, 'w').write(' '.join(sorted({{m.split('.')[0] for m in "
+            "sys.modules} & {'typer', 'click', 'pydantic'}))))\n"
+            f"sys.argv = ['hoh', 'status', '-w', {str(demo_ws)!r}]\n"
+            "runpy.run_module('hoh', run_name='__main__', alter_sys=True)\n")
+    assert on_a_terminal(["-c", code], []).startswith(str(demo_ws).encode())
+    assert loaded.read_text() == ""  # rich, but neither typer nor pydantic

@@ -68,16 +68,28 @@ def status_output(call: StatusCall) -> str | None:
     from .shared import find_workspace, setup_logging
 
     setup_logging(0, call.quiet, None)
-    if sys.stdout.isatty() if call.as_json else plaintext.styled(sys.stdout):
-        return None
     workspace = call.workspace if call.workspace is not None else find_workspace()
     if workspace is None:
         return None
+    if call.as_json and sys.stdout.isatty():
+        return _through_rich(lambda console: console.print_json(json.dumps(api.status(workspace))))
     if call.as_json:
         return json.dumps(api.status(workspace), indent=2) + "\n"
-    from .status import SHOWN_LOOPS, status_layout
+    from .status import SHOWN_LOOPS, render_status, status_layout
     data = api.status(workspace, None if call.show_all else SHOWN_LOOPS)
+    if plaintext.styled(sys.stdout):
+        return _through_rich(lambda console: render_status(console, data, call.show_all))
     return plaintext.render(status_layout(data, call.show_all), plaintext.width())
+
+
+def _through_rich(render) -> str:
+    """On a terminal: what the typer command prints through rich (its styles, highlighted JSON), made whole first
+    by the same console, so nothing is printed before it is complete (typer is still not needed)."""
+    from .console import out
+    console = out()
+    with console.capture() as captured:
+        render(console)
+    return captured.get()
 
 
 def _interrupt(signum, frame) -> None:
