@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -120,10 +121,10 @@ def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:
     resolve = _Resolver()
     system = [p for p in SYSTEM_DIRS if p.is_dir() and not p.is_symlink()]
     tools = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), *_path_dirs(), *_program_dirs(program)]
-    writable = {resolve(p) for p in spec.writable if os.path.exists(p)}
-    read_only = {resolve(p) for p in (*system, *tools, *spec.read_only, cwd) if os.path.exists(p)} - writable
+    writable = {found for p in spec.writable if (found := resolve(p)) is not None}
+    read_only = {found for p in (*system, *tools, *spec.read_only, cwd) if (found := resolve(p)) is not None} - writable
     mounts = [(p, "--ro-bind") for p in read_only] + [(p, "--bind") for p in writable]
-    mounts += [(resolve(p), "--tmpfs") for p in spec.hidden if os.path.exists(p)]
+    mounts += [(found, "--tmpfs") for p in spec.hidden if (found := resolve(p)) is not None]
     # A path stays under /tmp when it is deeper than the private /tmp mounted before it.
     mounts.sort(key=lambda m: (_depth(m[0]), m[1] != "--tmpfs", m[0]))
     args: list[str] = []
@@ -138,22 +139,31 @@ def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:
 
 
 class _Resolver:
-    """`Path.resolve` of absolute paths, each parent directory resolved once."""
+    """`Path.resolve` of absolute paths that exist (None for one that does not), each parent resolved once: one
+    lstat per path component not seen before."""
 
     def __init__(self) -> None:
-        self._known: dict[str, str] = {"/": "/"}
+        self._known: dict[str, str | None] = {"/": "/"}
 
-    def __call__(self, path: Path | str) -> str:
+    def __call__(self, path: Path | str) -> str | None:
         path = os.fspath(path)
         if path in self._known:
             return self._known[path]
-        if not os.path.isabs(path) or ".." in path.split("/"):
-            return os.path.realpath(path)
         head, name = os.path.split(path.rstrip("/"))
-        if not name:
-            return os.path.realpath(path)
-        joined = os.path.join(self(head), name)
-        found = self._known[path] = os.path.realpath(joined) if os.path.islink(joined) else joined
+        if not os.path.isabs(path) or not name or ".." in path.split("/"):
+            found = os.path.realpath(path) if os.path.exists(path) else None
+        elif (parent := self(head)) is None:
+            found = None
+        else:
+            joined = os.path.join(parent, name)
+            try:
+                st = os.lstat(joined)
+            except OSError:
+                found = None
+            else:
+                found = joined if not stat.S_ISLNK(st.st_mode) else (
+                    os.path.realpath(joined) if os.path.exists(joined) else None)
+        self._known[path] = found
         return found
 
 
