@@ -149,7 +149,9 @@ def save(paths: WorkspacePaths) -> bool:
                   "body_sha256": _digest(body_line), "steps_sha256": _digest(step_line),
                   "loop_fields": LOOP_FIELDS, "step_fields": STEP_FIELDS, "config": writer.config(paths)}
         fsutil.atomic_write_bytes(paths.fold, json.dumps(header).encode("utf-8") + b"\n" + body_line + step_line)
-        _WRITERS[paths.journal] = writer
+        _WRITERS[paths.journal] = writer  # the most recently used last
+        while len(_WRITERS) > MAX_WRITERS:  # a process that runs many workspaces (Harbor's) keeps the latest few
+            del _WRITERS[next(iter(_WRITERS))]
         return True
     except Exception as err:  # noqa: BLE001 - derived data: a run never fails for it
         log.warning("could not write %s: %s: %s", paths.fold, type(err).__name__, err)
@@ -265,6 +267,7 @@ class _Writer:
 
 
 _WRITERS: dict[Path, _Writer] = {}
+MAX_WRITERS = 16
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
