@@ -76,15 +76,16 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] = (),
+def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] | frozenset[str] = (),
                 cache: HashCache | None = None) -> Fingerprint:
-    """relative path → identity (content hash and mode; link target; kind) of everything under root."""
+    """relative path → identity (content hash and mode; link target; kind) of everything under root; `skip` as
+    paths, or as the set of their strings (a caller that fingerprints the same area again makes it once)."""
     cache = cache or HashCache()
     if not root.exists() and not root.is_symlink():
         return {}
     if not root.is_dir() or root.is_symlink():
         return {".": _identity(str(root), os.lstat(root), cache)}
-    skip_set = {str(p) for p in skip}
+    skip_set = skip if isinstance(skip, frozenset) else {str(p) for p in skip}
     result: Fingerprint = {}
     stack = [(str(root), "")]
     while stack:
@@ -176,12 +177,15 @@ class FileArea(Area):
         super().__init__(name)
         self.root, self.ignore, self.skip, self.keep_bytes = root, ignore, skip, keep_bytes
         self.cache, self.label = cache or HashCache(), label
+        self._skip_set: frozenset[str] | None = None
 
     def _path(self, rel: str) -> Path:
         return self.root if rel == "." else self.root / rel
 
     def fingerprint(self) -> Fingerprint:
-        return fingerprint(self.root, self.ignore, self.skip, self.cache)
+        if self._skip_set is None:  # every sealed loop's dir is skipped: made once per area, not per look
+            self._skip_set = frozenset(str(p) for p in self.skip)
+        return fingerprint(self.root, self.ignore, self._skip_set, self.cache)
 
     def snapshot(self) -> tuple[Fingerprint, dict[str, bytes]]:
         fp = self.fingerprint()
