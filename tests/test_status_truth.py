@@ -26,7 +26,8 @@ def slow_developer(seconds: float) -> dict:
 
 
 def test_a_live_loop_runs_with_its_time_and_a_stopped_one_says_stopped(tmp_path):
-    p = new_project(tmp_path, slow_developer(4))
+    # The Developer outlasts a status and a stop on a loaded machine: the stop comes while it runs.
+    p = new_project(tmp_path, slow_developer(12))
     build = start_build(p, "--loops", "1")
     wait_for(p, started("developer"))
     time.sleep(1.2)
@@ -47,7 +48,7 @@ def test_a_live_loop_runs_with_its_time_and_a_stopped_one_says_stopped(tmp_path)
 
 
 def test_a_loop_s_time_leaves_out_the_stop(tmp_path):
-    p = new_project(tmp_path, slow_developer(1))
+    p = new_project(tmp_path, slow_developer(6))  # long enough for `hoh stop` to come while it runs
     build = start_build(p, "--loops", "1")
     wait_for(p, started("developer"))
     assert run_hoh("stop", "-w", p.ws).returncode == 0
