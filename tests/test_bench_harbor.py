@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import run_hoh
 from harbor_env import EXAMPLES, bench_runs, compose_containers, containers_of_job, harbor  # noqa: F401
 
@@ -116,8 +117,12 @@ def test_report_compares_hoh_at_t_with_deltas_and_win_rates(bench_runs):
 
 
 def test_an_interrupted_run_is_resumed_by_harbor(harbor, tmp_path):
-    out = tmp_path / "out"
-    argv = ("bench", "run", EXAMPLES / "roman", "--harness", "scripted", "--loops", "2", "--env", "docker", "-o", out)
+    out, task = tmp_path / "out", tmp_path / "suite" / "roman"
+    shutil.copytree(EXAMPLES / "roman", task)
+    script = yaml.safe_load((task / "scripted" / "script.yaml").read_text())
+    script["loops"][2]["developer"]["actions"].insert(0, {"sleep": 20})  # the interrupt comes while loop 2 runs
+    (task / "scripted" / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False))
+    argv = ("bench", "run", task, "--harness", "scripted", "--loops", "2", "--env", "docker", "-o", out)
     proc = harbor.hoh_async(*argv)
     deadline = time.monotonic() + 300
     while not list((out / "jobs").glob("roman.agent/*/hoh/run.log")):  # hoh has finished a loop
