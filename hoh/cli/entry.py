@@ -58,9 +58,9 @@ def parse_status(argv: list[str]) -> StatusCall | None:
 
 
 def status_output(call: StatusCall) -> str | None:
-    """What `hoh status` prints on stdout, whole; None where the typer app must print it (on a terminal, rich's
-    styles and highlighted JSON; a layout only rich can do; no workspace found). Raises what the status raises;
-    prints nothing."""
+    """What `hoh status` prints on stdout, whole: on a terminal, rich's (its styles, highlighted JSON); elsewhere
+    plain text where its bytes are certain to be rich's. None when no workspace is found or only rich can lay the
+    text out: the typer app prints it. Raises what the status raises; prints nothing."""
     import json
 
     from .. import api

@@ -63,10 +63,10 @@ class HashCache:
             return known[1]
         with open(path, "rb") as fh:
             data = fh.read()
-        if self._bytes_held + len(data) > MAX_CACHED_BYTES:
-            self._bytes, self._bytes_held = {}, 0
         if known:
             self._bytes_held -= len(known[1])
+        if self._bytes_held + len(data) > MAX_CACHED_BYTES:
+            self._bytes, self._bytes_held = {}, 0
         self._bytes[path] = (key, data)
         self._bytes_held += len(data)
         return data
