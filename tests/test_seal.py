@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -14,6 +15,7 @@ from conftest import mini_script, run_hoh
 
 from hoh import api
 from hoh.fsutil import prune_empty_dirs
+from hoh.store.objects import LooseObjects
 from hoh.store.seal import SealedState
 from hoh.store.workspace import open_workspace
 
@@ -191,3 +193,49 @@ def test_each_seal_joins_one_loops_tree_to_the_earlier_ones_and_gives_the_tree_o
     assert state.changes([]) == ["modified loops/0006/qa.json"]
     state.restore(["modified loops/0006/qa.json"])
     assert (ws.paths.state / "loops" / "0006" / "qa.json").read_text() == '{"loop": 6}\n'
+
+
+# ---- hoh's own trees: what git would record, or git asked ---------------------------------------------------
+
+def _git_tree(git_dir, work, index) -> str:
+    env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work), "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "add", "--force", "."], env=env, check=True, capture_output=True)
+    return subprocess.run(["git", "write-tree"], env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_tree_hoh_writes_is_the_one_git_writes(tmp_path):
+    """Names git orders unlike a plain sort ("a" as a directory sorts as "a/", after "a.b" and "a-b"), an
+    executable, an empty file, an empty directory (no entry), a name that is not UTF-8; fsck finds no fault."""
+    work, git_dir = tmp_path / "d", tmp_path / "h.git"
+    for rel, data in {"a/x": b"1", "a.b/y": b"2", "a-b": b"3", "a0": b"", "run": b"#!/bin/sh\n",
+                      "deep/er/est/f": b"4" * 70_000}.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_bytes(data)
+    (work / "run").chmod(0o744)
+    (work / "a0").chmod(0o600)
+    (work / "nothing" / "here").mkdir(parents=True)
+    (work / os.fsdecode(b"caf\xe9")).write_bytes(b"5")
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+    made = LooseObjects(git_dir).tree_of(work)
+    assert made is not None
+    tree, blobs = made
+    assert tree == _git_tree(git_dir, work, tmp_path / "index")
+    assert blobs["deep/er/est/f"] == subprocess.run(["git", "hash-object", str(work / "deep/er/est/f")],
+                                                    capture_output=True, text=True).stdout.strip()
+    subprocess.run(["git", "--git-dir", str(git_dir), "fsck", "--strict", "--no-dangling"], check=True,
+                   capture_output=True)
+
+
+@pytest.mark.parametrize("odd", ["link", "fifo", "nested .git"])
+def test_a_tree_git_must_judge_is_left_to_git(tmp_path, odd):
+    work = tmp_path / "d"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "f").write_text("x")
+    if odd == "link":
+        (work / "sub" / "l").symlink_to("f")
+    elif odd == "fifo":
+        os.mkfifo(work / "sub" / "p")
+    else:
+        (work / "sub" / ".git").mkdir()
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "h.git")], check=True)
+    assert LooseObjects(tmp_path / "h.git").tree_of(work) is None

@@ -7,6 +7,7 @@ git; the project's .git and history.git are checked as a whole."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -286,3 +287,51 @@ def test_a_listing_kept_for_a_directory_git_writes_sees_a_link_planted_later(tmp
     (objects / "link").symlink_to("/etc")
     after = guard_git.git_dir_fingerprint(tmp_path, guard_git.mirror_kind, cache)
     assert after["objects/ab/link"] == "link:/etc" and before.keys() < after.keys()
+
+
+def _changes(work: Path, also: str) -> list[str]:
+    """A Developer's changes, the paths as the kernel's feed reports them."""
+    (work / "kept.txt").write_text("changed\n")
+    (work / "new").mkdir()
+    (work / "new" / "a.txt").write_text("a\n")
+    (work / "link").symlink_to("kept.txt")
+    changed = ["kept.txt", "new", "link"]
+    if also == "ignored files":
+        (work / "build.o").write_text("ignored\n")
+        (work / "cache").mkdir()
+        (work / "cache" / "c.bin").write_text("ignored dir\n")
+        changed += ["build.o", "cache"]
+    elif also == "a deleted file":
+        (work / "gone.txt").unlink()
+        changed.append("gone.txt")
+    elif also == "a temp file made and removed":
+        changed.append("tmp.swp")
+    elif also == "a path beyond a link":
+        shutil.rmtree(work / "dir")
+        (work / "dir").symlink_to("new")
+        changed += ["dir", "dir/f.txt"]
+    return changed
+
+
+@pytest.mark.parametrize("also", ["", "ignored files", "a deleted file", "a temp file made and removed",
+                                  "a path beyond a link"])
+def test_a_freeze_of_the_changed_paths_is_the_freeze_of_the_whole_tree(tmp_path, also):
+    """Whichever way `add` of the feed's paths goes (at once, or git's status first), the tree is the one a
+    scan of the whole tree makes: ignored files out, deleted files gone, new directories and links in."""
+    trees = []
+    for name, fed in (("scanned", False), ("fed", True)):
+        work = tmp_path / name
+        work.mkdir()
+        (work / ".gitignore").write_text("*.o\ncache/\n")
+        (work / "kept.txt").write_text("kept\n")
+        (work / "gone.txt").write_text("gone\n")
+        (work / "dir").mkdir()
+        (work / "dir" / "f.txt").write_text("f\n")
+        history = History(tmp_path / f"{name}.git", work)
+        a0 = history.commit_all(history.create("A_0"), "loop 0", loop=0)
+        changed = _changes(work, also)
+        commit = history.commit_all(a0, "loop 1", loop=1, changed=changed if fed else None)
+        trees.append(run_git(["ls-tree", "-r", "--full-tree", commit], cwd=history.git_dir))
+    assert trees[0] == trees[1]
+    assert "new/a.txt" in trees[1] and "120000" in trees[1] and "build.o" not in trees[1]
+    assert "cache/" not in trees[1] and ("gone.txt" in trees[1]) == (also != "a deleted file")

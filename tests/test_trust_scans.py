@@ -195,3 +195,24 @@ def test_a_developer_without_the_jail_is_frozen_by_a_journaled_full_scan(make_pr
     assert p.build(loops=1, sets={"sandbox.mode": "off"}).status == "finished"
     assert _frozen_exactly(p, 1)["x/y"] == "1\n"
     assert (1, "freeze", "project", "no_jail") in _full_scans(p)
+
+
+def test_a_feed_that_goes_on_from_one_freeze_to_the_next_misses_nothing(make_project):
+    """The watches set up once go on from loop to loop while no directory is made, moved or removed; what
+    happened between two freezes is all reported, hoh's own reset of a Developer that failed included."""
+    p = make_project(_developer_does(mini_script(4), 1, "mkdir -p d/e && echo 1 > d/e/one.txt && echo 1 > two.txt"))
+    dev = p.script["loops"][2]["developer"]
+    bad = {**dev, "reply": {"summary": 7}}
+    p.script["loops"][2]["developer"] = [{**bad, "actions": [*dev["actions"], {"run": "echo junk > d/e/one.txt; "
+                                                                                      "echo junk > two.txt"}]},
+                                         {"reply": bad["reply"]}]
+    p.script = _developer_does(p.script, 3, "echo 3 > three.txt")
+    p.script = _developer_does(p.script, 4, "echo 4 >> d/e/one.txt")
+    p.write_script()
+    assert p.build(loops=4, sets={**JAIL, "policy.max_retries": 1,
+                                          "policy.on_role_failure": "continue"}).status == "finished"
+    assert not p.state("loops", "0002", "candidate.json").exists()  # its Developer failed: reset, not frozen
+    third = _candidate_files(p.ws, p.loop_json(3, "candidate")["commit"])
+    assert third["d/e/one.txt"] == "1\n" and third["two.txt"] == "1\n" and third["three.txt"] == "3\n"
+    assert _frozen_exactly(p, 4)["d/e/one.txt"] == "1\n4\n"
+    assert [e for e in _full_scans(p) if e[1] == "freeze"] == []

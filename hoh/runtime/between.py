@@ -40,12 +40,8 @@ class Continuity:
                 continue
             skip = set(memory.skip) ^ set(area.skip)  # what one of the two fingerprints left out
             now = area.fingerprint()  # what it holds now; the bytes to put back are the memory's
-
-            def kept(fp: Fingerprint) -> Fingerprint:
-                return {rel: ident for rel, ident in fp.items()
-                        if not _under(area.root / rel, skip) and not _under(area.root / rel, written)}
-
-            before, after = kept(memory.snap[0]), kept(now)
+            left_out = _LeftOut(area.root, [*skip, *written])
+            before, after = left_out.kept(memory.snap[0]), left_out.kept(now)
             changes = diff(before, after, area.label)
             if changes:
                 _put_back(area, (before, memory.snap[1]), after)
@@ -59,8 +55,35 @@ class Continuity:
                 self._memory[(area.name, area.root)] = _Memory(area.snapshot(), area.skip)
 
 
-def _under(path: Path, roots) -> bool:
-    return any(path == r or path.is_relative_to(r) for r in roots)
+class _LeftOut:
+    """The paths under `root` that `roots` cover (each root, and everything under it), as strings relative to
+    `root`: a fingerprint's keys are looked up by their leading parts, never compared path by path."""
+
+    def __init__(self, root: Path, roots: list[Path]) -> None:
+        self.everything = False
+        self.prefixes: set[str] = set()
+        for r in roots:
+            if r == root or root.is_relative_to(r):
+                self.everything = True
+            elif r.is_relative_to(root):
+                self.prefixes.add(r.relative_to(root).as_posix())
+
+    def kept(self, fp: Fingerprint) -> Fingerprint:
+        if self.everything:
+            return {}
+        if not self.prefixes:
+            return fp
+        return {rel: ident for rel, ident in fp.items() if not self._covers(rel)}
+
+    def _covers(self, rel: str) -> bool:
+        if rel in self.prefixes:
+            return True
+        cut = rel.find("/")
+        while cut != -1:
+            if rel[:cut] in self.prefixes:
+                return True
+            cut = rel.find("/", cut + 1)
+        return False
 
 
 def _put_back(area: FileArea, snap: tuple[Fingerprint, dict[str, bytes]], now: Fingerprint) -> None:

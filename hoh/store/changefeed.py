@@ -77,6 +77,8 @@ class ProjectFeed:
         self._new_dirs: set[str] = set()
         """Directories made or moved in after the watches were set up: nothing inside them is watched."""
         self._paths: set[str] = set()
+        self._moved_dirs = False
+        """A directory was moved away or removed: watches may now report under names that are gone."""
         self.failed: ScanReason | None = None
 
     @classmethod
@@ -123,14 +125,17 @@ class ProjectFeed:
             if base is None or not event.name:
                 continue  # the watched directory itself (DELETE_SELF, IGNORED): its parent reports it by name
             path = base + event.name
-            if self._outside(path):
-                continue  # the workspace itself: hoh's, hidden from every role
+            if self._outside(path) or path == ".git":
+                continue  # the workspace itself, or the project's repository: hoh's, hidden from every role
             self._paths.add(path)
             if event.mask & f.ISDIR:
                 if event.mask & (f.CREATE | f.MOVED_TO):
                     self._new_dirs.add(path)
                 elif event.mask & f.MOVED_FROM:
                     self._new_dirs.discard(path)  # it lives on where it moved to, reported there
+                    self._moved_dirs = True
+                elif event.mask & f.DELETE:
+                    self._moved_dirs = True  # (a new one that is gone again may have held a hard link: unsure)
             elif event.mask & (f.MODIFY | f.CLOSE_WRITE | f.ATTRIB):
                 self._written.add(path)
             elif event.mask & (f.CREATE | f.MOVED_FROM):
@@ -161,6 +166,15 @@ class ProjectFeed:
             if not self._unwatched_dir_plain(self.root / rel):
                 return FeedResult(paths, ScanReason.feed_unsure)
         return FeedResult(paths)
+
+    def go_on(self) -> bool:
+        """After a `take` whose paths were all looked at: start over from here, keeping the watches, when they
+        still cover every directory under its own name (no directory was made, moved or removed); False:
+        the feed must be started anew. Events queued since the take stay for the next one."""
+        if self.failed is not None or self._new_dirs or self._moved_dirs:
+            return False
+        self._paths, self._written = set(), set()
+        return True
 
     @staticmethod
     def _unwatched_dir_plain(path: Path) -> bool:
@@ -204,17 +218,27 @@ class FreezeFeed:
     def __init__(self, history: Any):
         self.history = history
         self._feed: ProjectFeed | ScanReason | None = None
+        self._kept: ProjectFeed | None = None
+        """The last freeze's feed, still watching every directory: the next `arm` goes on with it."""
 
     def arm(self, jailed: bool) -> None:
-        """Start watching, with the work tree equal to the index (right after `reset_to`). `jailed`: the
-        Developer runs in this machine's jail, so nothing of it outlives its attempt and no mount of it
-        reaches the tree; otherwise the freeze scans the whole tree."""
-        self.close()
+        """Start watching, with the work tree equal to the index (right after `reset_to`), or go on with a feed
+        that has watched since the work tree last equalled the index (the last freeze): what changed since,
+        hoh's own reset included, is all reported, which is more than enough. `jailed`: the Developer runs in
+        this machine's jail, so nothing of it outlives its attempt and no mount of it reaches the tree;
+        otherwise the freeze scans the whole tree."""
         try:
             lines = self.history.outside_file.read_text().split()
         except OSError:
             lines = []
         outside = tuple(line.strip("/") for line in lines if line.startswith("/"))
+        going = self._feed if isinstance(self._feed, ProjectFeed) else self._kept
+        self._feed, self._kept = None, None
+        if jailed and going is not None and going.outside == outside:
+            self._feed = going  # a Developer that did not finish leaves its feed armed: its events stay
+            return
+        if going is not None:
+            going.close()
         self._feed = ProjectFeed.start(self.history.work_tree, outside) if jailed else ScanReason.no_jail
 
     def take(self, base: str) -> tuple[list[str] | None, ScanReason | None]:
@@ -229,9 +253,13 @@ class FreezeFeed:
             return (None, result.unsure) if result.unsure else (result.paths, None)
         finally:
             if isinstance(feed, ProjectFeed):
-                feed.close()
+                if feed.go_on():
+                    self._kept = feed  # the freeze makes the index equal the work tree again
+                else:
+                    feed.close()
 
     def close(self) -> None:
-        if isinstance(self._feed, ProjectFeed):
-            self._feed.close()
-        self._feed = None
+        for feed in (self._feed, self._kept):
+            if isinstance(feed, ProjectFeed):
+                feed.close()
+        self._feed, self._kept = None, None

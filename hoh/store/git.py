@@ -27,6 +27,9 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 BRANCH = "main"
 PACK_AFTER = 16
 """Loose loop tags in history.git before they are packed."""
+PATHS_PER_CALL = 1000  # literal paths per git command line: far below any argv limit
+IGNORED_NAMED = "The following paths are ignored by one of your .gitignore files:"
+"""How `git add` begins when it added everything else and left out paths it was given that are ignored."""
 
 
 class History:
@@ -200,10 +203,19 @@ class History:
         return commit
 
     def _add_changed(self, changed: list[str]) -> None:
-        """`add -A` of the changed paths only: git's status of exactly those paths (no error for a path that
-        no longer exists and never was tracked), then an add of what it lists, each a path that matches."""
+        """`add -A` of the changed paths only. When every one of them is there, one add of them all: git adds
+        all but the ignored ones, which it names (exit 1), or refuses the lot (128: one lies beyond a link).
+        Any other end is settled the longer way: git's status of exactly those paths (no error for a path
+        that no longer exists and never was tracked), then an add of what it lists, each a path that matches."""
         if not changed:
             return
+        if all(os.path.lexists(self.work_tree / rel) for rel in changed):
+            try:
+                self._pathspec_git("add", "-A", paths=changed)
+                return
+            except GitError as err:  # what it did add stays added: the status below sees only the rest
+                if err.code == 1 and err.stderr.startswith(IGNORED_NAMED) and len(changed) <= PATHS_PER_CALL:
+                    return
         out = self._pathspec_git("status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=normal",
                                  NO_SUBMODULES, paths=changed, binary=True)
         listed = sorted({_path(entry[3:]) for entry in out.split(b"\0") if len(entry) >= 4})
@@ -215,8 +227,8 @@ class History:
         chunks; with no paths, over the whole tree."""
         if not paths:
             return self.git(*self._scan(*args), binary=binary)
-        outs = [self.git("--literal-pathspecs", *args, "--", *paths[i:i + 1000], binary=binary)
-                for i in range(0, len(paths), 1000)]
+        outs = [self.git("--literal-pathspecs", *args, "--", *paths[i:i + PATHS_PER_CALL], binary=binary)
+                for i in range(0, len(paths), PATHS_PER_CALL)]
         return b"\0".join(outs) if binary else "\n".join(outs)
 
     def commit(self, message: str, *, parent: str | None, loop: int, tag: str | None = None) -> str:

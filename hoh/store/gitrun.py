@@ -38,7 +38,10 @@ NO_SUBMODULES = "--ignore-submodules=all"
 
 
 class GitError(HohError):
-    pass
+    def __init__(self, message: str, *, code: int | None = None, stderr: str = ""):
+        super().__init__(message)
+        self.code, self.stderr = code, stderr
+        """git's exit status (None: it did not run to an end) and what it printed on stderr."""
 
 
 def git_env(loop: int = 0, index: Path | None = None) -> dict[str, str]:
@@ -67,5 +70,5 @@ def run_git(args: list[str], *, cwd: Path, loop: int = 0, index: Path | None = N
     if not proc.ok:
         why = "timed out" if proc.exit_code is None else (proc.stderr.strip()
                                                            or proc.stdout[-2000:].decode(errors="replace").strip())
-        raise GitError(f"git {' '.join(args)} failed in {cwd}: {why}")
+        raise GitError(f"git {' '.join(args)} failed in {cwd}: {why}", code=proc.exit_code, stderr=proc.stderr)
     return proc.stdout if binary else proc.stdout.decode(errors="surrogateescape").strip()

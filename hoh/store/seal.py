@@ -1,7 +1,8 @@
 """Finished loops' state, sealed once: later checks cost a stat per file, not a read.
 
-When a loop ends its directory `state/loops/NNNN/` is written into history.git as a tree of its own (through
-an index of that loop alone, so a seal costs the loop, not the history), joined to the earlier loops' trees,
+When a loop ends its directory `state/loops/NNNN/` is written into history.git as a tree of its own (by hoh,
+`objects.py`, or through an index of that loop alone: a seal costs the loop, not the history), joined to the
+earlier loops' trees,
 and the tree of everything sealed so far is recorded under `refs/hoh/sealed`. From then on:
 - the guard's check (`changes`) asks the kernel which sealed directories had any event since the
   last check (an inotify watch on each, `watch.py`), and stat-checks only those: each file's stat
@@ -28,6 +29,7 @@ from pathlib import Path
 from ..fsutil import prune_empty_dirs
 from .git import History
 from .gitrun import GitError
+from .objects import LooseObjects
 from .watch import DirWatch
 
 SEALED_REF = "refs/hoh/sealed"
@@ -106,15 +108,11 @@ class SealedState:
         # holds exactly what was recorded, so any directory that turns up later is a change.
         prune_empty_dirs(self.state_dir / loop_dir(t))
         name = loop_dir(t).rpartition("/")[2]
-        own = self.history.git_dir / "seal-index"  # this loop's files alone
-        own.unlink(missing_ok=True)
-        self._git("add", "--force", "--", loop_dir(t), index=own)
-        loop_tree = self._git("write-tree", f"--prefix={loop_dir(t)}/", index=own)
-        own.unlink(missing_ok=True)
+        objects = LooseObjects(self.history.git_dir)
+        made = objects.tree_of(self.state_dir / loop_dir(t))
+        loop_tree, blobs = made if made is not None else (self._tree_by_git(t), None)
         trees = {**self._sealed_loop_trees(), name: loop_tree}
-        listing = "".join(f"040000 tree {trees[n]}\t{n}\n" for n in sorted(trees))
-        loops_tree = self.history.git("mktree", stdin=listing.encode())
-        tree = self.history.git("mktree", stdin=f"040000 tree {loops_tree}\tloops\n".encode())
+        tree = objects.tree({"loops": objects.tree(trees)})
         self.history.git("update-ref", SEALED_REF, tree)
         before = self.sealed_loops()
         if self._sealed_dirs is not None and (not before or t > before[-1]):
@@ -123,7 +121,17 @@ class SealedState:
             self._sealed_dirs = None
         self._tree, self._loops, self._loop_trees = tree, sorted({*before, t}), trees
         if self._files or self._dirs or len(self._loops) == 1:
-            self._record([t])
+            self._record([t], {os.path.join(self.state_dir, loop_dir(t), rel): blob
+                               for rel, blob in blobs.items()} if blobs is not None else None)
+
+    def _tree_by_git(self, t: int) -> str:
+        """Loop t's tree as git records it, through an index of this loop's files alone."""
+        own = self.history.git_dir / "seal-index"
+        own.unlink(missing_ok=True)
+        self._git("add", "--force", "--", loop_dir(t), index=own)
+        loop_tree = self._git("write-tree", f"--prefix={loop_dir(t)}/", index=own)
+        own.unlink(missing_ok=True)
+        return loop_tree
 
     def _sealed_loop_trees(self) -> dict[str, str]:
         if self._loop_trees is None:
@@ -144,17 +152,19 @@ class SealedState:
         self._git("read-tree", tree) if tree else self._git("read-tree", "--empty")
         self._index_tree = tree
 
-    def _record(self, loops: list[int]) -> None:
-        """The stat baseline of these sealed loops, as they are now (just sealed, or just verified)."""
+    def _record(self, loops: list[int], blobs: dict[str, str] | None = None) -> None:
+        """The stat baseline of these sealed loops, as they are now (just sealed, or just verified); `blobs`:
+        each sealed file's blob id by its absolute path, when the seal just computed them."""
         if not loops:
             return
-        listing = self.history.git("ls-tree", "-r", "-z", "--full-tree", self.sealed_tree(), "--",
-                                   *(loop_dir(t) for t in loops), binary=True)
-        blobs = {}
-        for entry in listing.split(b"\0"):
-            if entry:
-                meta, _, rel = entry.partition(b"\t")
-                blobs[os.path.join(self.state_dir, os.fsdecode(rel))] = meta.split()[2].decode()
+        if blobs is None:
+            listing = self.history.git("ls-tree", "-r", "-z", "--full-tree", self.sealed_tree(), "--",
+                                       *(loop_dir(t) for t in loops), binary=True)
+            blobs = {}
+            for entry in listing.split(b"\0"):
+                if entry:
+                    meta, _, rel = entry.partition(b"\t")
+                    blobs[os.path.join(self.state_dir, os.fsdecode(rel))] = meta.split()[2].decode()
         if not self._dirs and self._watch is None:
             self._watch = DirWatch.open()  # a fresh baseline: the watch covers every directory recorded
         for t in loops:
