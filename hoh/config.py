@@ -323,6 +323,11 @@ class HohConfig(_Model):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
 
+    @property
+    def jailed_here(self) -> bool:
+        """Every role (and check run) runs in this machine's OS jail: not without it, not in an environment."""
+        return self.sandbox.mode == "bwrap" and self.environment.local
+
 
 def _describe(err: ValidationError, source: str) -> str:
     first = err.errors()[0]

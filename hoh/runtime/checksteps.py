@@ -42,7 +42,7 @@ class CheckSteps:
 
     def _view(self, commit: str) -> Path:
         self.executor.prepare()
-        self.repo.update_view(self.paths.view, commit)
+        self.repo.update_view(self.paths.view, commit, index_needed=not self.config.jailed_here)
         return self.paths.view
 
     def _after_runs(self) -> None:

@@ -136,7 +136,7 @@ class Runtime:
                 workspace, adapters = reconfigure(workspace, overrides)
             elif adapters is None:
                 adapters = prepare_adapters(workspace.config)
-            if workspace.config.sandbox.mode == "bwrap" and workspace.config.environment.local:
+            if workspace.config.jailed_here:
                 require_jail()
             journal = Journal(workspace.paths.journal)
             history = RunHistory.read(journal)
@@ -312,7 +312,7 @@ class Runtime:
         if done := self.history.done(t, "developer"):
             return read_developer(lp.developer) if done.status == "ok" else None
         self.repo.reset_to(base)
-        self.feed.arm(jailed=self.config.sandbox.mode == "bwrap" and self.config.environment.local)
+        self.feed.arm(jailed=self.config.jailed_here)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
         self.repo.clean_at = None  # the Developer writes the project
@@ -349,7 +349,7 @@ class Runtime:
             return report
         self.repo.reset_to(candidate.commit)
         shutil.rmtree(lp.qa_scratch, ignore_errors=True)
-        self.repo.update_view(self.paths.view, candidate.commit)
+        self.repo.update_view(self.paths.view, candidate.commit, index_needed=not self.config.jailed_here)
         lp.qa_evidence.mkdir(parents=True)
         plan_md = lp.plan_md.read_text(encoding="utf-8")
         report = self._run_role(self.jobs.qa(t, candidate, plan, plan_md, ledger,

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from .embedded import changed_gitlinks, flatten_untracked, may_hold_gitlinks, remove_embedded_git
+from . import viewmove
 from .gitrun import NO_SUBMODULES, GitError, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -264,14 +265,17 @@ class History:
             self.git("pack-refs", "--all")
 
     # ---- QA's view -----------------------------------------------------------------------------
-    def update_view(self, dest: Path, commit: str) -> None:
+    def update_view(self, dest: Path, commit: str, index_needed: bool = True) -> None:
         """Make `dest` a plain copy of `commit` (no .git: QA gets no handle on history), moving it
         from the candidate it held before rather than writing it anew: only changed files are
-        touched, so the cost follows the change, not the project's size."""
+        touched, so the cost follows the change, not the project's size. `index_needed` False: every
+        role that reads the view is jailed, so the view's index need not follow it (`viewmove.py`)."""
         dest.mkdir(parents=True, exist_ok=True)
         index = self.view_index
         (self.git_dir / "view-index.lock").unlink(missing_ok=True)
-        if index.exists() and (self.view_clean or self._view_is_clean(dest)):
+        if not index_needed and self.view_clean and self._move_view_by_changes(dest, commit):
+            index.unlink(missing_ok=True)  # behind the view now: a rebuild makes both again
+        elif index.exists() and (self.view_clean or self._view_is_clean(dest)):
             # The one-tree merge: entries equal to the new tree's keep their stat, the others are checked out
             # (a file changed in the view since is refused, as by the two-tree form), and the index gets the
             # tree's cache-tree as it is, where the two-tree form would hash every directory again.
@@ -285,6 +289,28 @@ class History:
             self.git("checkout-index", "-u", "--all", "--force", work_tree=dest, index=index)
         (self.git_dir / "view-commit").write_text(commit + "\n")
         self.view_clean = True
+
+    def _move_view_by_changes(self, dest: Path, commit: str) -> bool:
+        """The view (holding the commit in `view-commit`) moved to `commit` by what differs; False when it
+        cannot be: no commit recorded, or a change only git's checkout handles."""
+        try:
+            old = (self.git_dir / "view-commit").read_text().strip()
+        except OSError:
+            return False
+        if not old:
+            return False
+        changes = viewmove.tree_changes(self.git("diff-tree", "-r", "-z", "--no-renames", old, commit, binary=True))
+        if changes is None:
+            return False
+        wanted = sorted({c.blob for c in changes if c.status != "D"})
+        try:  # held in memory at once: more than MAX_BYTES of new contents is left to checkout
+            out = run_git(["--git-dir", str(self.git_dir), "cat-file", "--batch"], cwd=self.git_dir, binary=True,
+                          stdin="".join(f"{oid}\n" for oid in wanted).encode(),
+                          max_stdout=viewmove.MAX_BYTES) if wanted else b""
+        except GitError:
+            return False
+        viewmove.apply(dest, changes, viewmove.blobs(out, wanted).__getitem__)
+        return True
 
     def _view_is_clean(self, dest: Path) -> bool:
         """Nothing in the view differs from its index (a tampered view is rebuilt, never moved)."""
