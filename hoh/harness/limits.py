@@ -117,10 +117,10 @@ class AttemptLimits:
         self.groups = []
 
 
-def kill_all(group: Path, tries: int = 25) -> None:
+def kill_all(group: Path, tries: int = 27) -> None:
     """SIGKILL every process of a cgroup until none is left (a fork between reading and killing is caught by
-    the next round). The rounds start 1 ms apart (a killed process leaves its cgroup within a few) and back off
-    to 50 ms, about a second in all."""
+    the next round). The rounds start a quarter of a millisecond apart (a killed process leaves its cgroup within
+    a few) and back off to 50 ms, about a second in all."""
     for n in range(tries):
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
@@ -133,7 +133,7 @@ def kill_all(group: Path, tries: int = 25) -> None:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        time.sleep(min(0.05, 0.001 * 2 ** n))
+        time.sleep(min(0.05, 0.00025 * 2 ** n))
 
 
 def sweep() -> None:

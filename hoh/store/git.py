@@ -211,8 +211,8 @@ class History:
         if not changed:
             return
         if all(os.path.lexists(self.work_tree / rel) for rel in changed):
-            try:
-                self._pathspec_git("add", "-A", paths=changed)
+            try:  # no preload: its threads would stat the whole index for the few paths asked about
+                self._pathspec_git("-c", "core.preloadIndex=false", "add", "-A", paths=changed)
                 return
             except GitError as err:  # what it did add stays added: the status below sees only the rest
                 if err.code == 1 and err.stderr.startswith(IGNORED_NAMED) and len(changed) <= PATHS_PER_CALL:
