@@ -19,6 +19,7 @@ import fnmatch
 import os
 import shutil
 import stat
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Callable
 
 from ..fsutil import sha256_file
 from ..store.git import History
+from ..store.mirror import RACY_NS
 from ..store.seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
@@ -44,6 +46,31 @@ class HashCache:
         self._known: dict[str, tuple[tuple[int, int, int, int], str]] = {}
         self._bytes: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
         self._bytes_held = 0
+        self._listings: dict[tuple[str, bool], tuple[tuple[int, int, int, int], frozenset[str], tuple[str, ...],
+                                                     list[str]]] = {}
+
+    def listing(self, directory: str, skip: frozenset[str], ignore: tuple[str, ...], top: bool) -> list[str] | None:
+        """The names in `directory` a fingerprint looks at (not skipped, not ignored, not a top `.git`); None
+        when it cannot be read. Listed again only when the directory changed: any name made, removed or
+        renamed there moves its ctime, which no one can set back; state/loops holds a name per loop, nearly
+        all of them skipped, and every attempt's guard looks at it many times."""
+        try:
+            st = os.lstat(directory)  # before the listing: a change after it changes the identity
+        except OSError:
+            return None
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        known = self._listings.get((directory, top))
+        if known is not None and known[0] == key and known[2] == ignore and known[1] == skip:
+            return known[3]
+        try:
+            with os.scandir(directory) as entries:
+                names = [e.name for e in entries if e.path not in skip and not (top and e.name == ".git")
+                         and not _ignored(e.name, ignore)]
+        except OSError:
+            return None
+        if stat.S_ISDIR(st.st_mode) and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:
+            self._listings[(directory, top)] = (key, skip, ignore, names)
+        return names
 
     def digest(self, path: str, st: os.stat_result) -> str:
         key = _stat_key(st)
@@ -85,24 +112,23 @@ def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] | frozense
         return {}
     if not root.is_dir() or root.is_symlink():
         return {".": _identity(str(root), os.lstat(root), cache)}
-    skip_set = skip if isinstance(skip, frozenset) else {str(p) for p in skip}
+    skip_set = skip if isinstance(skip, frozenset) else frozenset(str(p) for p in skip)
+    patterns = tuple(ignore)
     result: Fingerprint = {}
     stack = [(str(root), "")]
     while stack:
         directory, prefix = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            name = entry.name
-            if entry.path in skip_set or (not prefix and name == ".git") or _ignored(name, ignore):
-                continue
+        names = cache.listing(directory, skip_set, patterns, top=not prefix)
+        for name in names or ():
+            path = os.path.join(directory, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue  # gone since the listing
             rel = prefix + name
-            st = entry.stat(follow_symlinks=False)
-            result[rel] = _identity(entry.path, st, cache)
+            result[rel] = _identity(path, st, cache)
             if stat.S_ISDIR(st.st_mode):
-                stack.append((entry.path, rel + "/"))
+                stack.append((path, rel + "/"))
     return result
 
 
@@ -119,7 +145,7 @@ def _identity(path: str, st: os.stat_result, cache: HashCache) -> str:
     return f"special:{stat.S_IFMT(st.st_mode):o}"  # a FIFO or socket: never opened (a FIFO would block)
 
 
-def _ignored(name: str, patterns: list[str]) -> bool:
+def _ignored(name: str, patterns: list[str] | tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(name, p) for p in patterns)
 
 
