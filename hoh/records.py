@@ -206,10 +206,24 @@ class Candidate(FlatRecord):
     tree: str
     parent: str
     tag: str
+    packages: tuple[str, ...] | None = None
+    """The work packages merged into it, in order, when Developers worked at once; None: one Developer."""
 
     @classmethod
-    def frozen(cls, loop: int, commit: str, tree: str, parent: str, tag: str) -> "Candidate":
-        return cls(CANDIDATE_SCHEMA_VERSION, loop, f"loop-{loop:04d}-{tree[:12]}", commit, tree, parent, tag)
+    def frozen(cls, loop: int, commit: str, tree: str, parent: str, tag: str,
+               packages: tuple[str, ...] | None = None) -> "Candidate":
+        return cls(CANDIDATE_SCHEMA_VERSION, loop, f"loop-{loop:04d}-{tree[:12]}", commit, tree, parent, tag,
+                   packages)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Candidate":
+        packages = data.get("packages")
+        return cls(data["schema_version"], data["loop"], data["candidate_id"], data["commit"], data["tree"],
+                   data["parent"], data["tag"], tuple(packages) if packages is not None else None)
+
+    def to_json(self) -> Json:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "packages"}
+        return _optional(out, packages=list(self.packages) if self.packages is not None else None)
 
 
 # ---- QA's report (schemas/qa.schema.json) ----------------------------------------------------------------

@@ -41,7 +41,7 @@ from .control import RunControl
 from .hooks import loop_summary
 from .jobs import JobFactory
 from .planmd import plan_markdown
-from .packages import ParallelDevelopers
+from .packages import Merged, ParallelDevelopers
 from .replay import Replay
 from .roles import RoleJob, RoleRunner
 from .checksteps import CheckSteps
@@ -330,7 +330,7 @@ class Runtime:
         self._finished(t, "developer", lp.developer, status="ok")
         return report
 
-    def step_freeze(self, t: int, base: str, plan: Plan, merged: str | None = None) -> Candidate:
+    def step_freeze(self, t: int, base: str, plan: Plan, merged: Merged | None = None) -> Candidate:
         """Freeze the project as the loop's candidate; `merged`: the work packages' merged tree, put into the
         project first (its paths are exactly what changed)."""
         lp = self.paths.loop(t)
@@ -339,8 +339,8 @@ class Runtime:
         if merged is not None:
             self.repo.clean_at = None  # whatever reached the project while the packages ran goes
             self.repo.reset_to(base)
-            self.repo.git("read-tree", "-m", "-u", merged)
-            changed, why = self.repo.changed_paths(base, merged), None
+            self.repo.git("read-tree", "-m", "-u", merged.commit)
+            changed, why = self.repo.changed_paths(base, merged.commit), None
         else:
             changed, why = self.feed.take(base)
         if why is not None:
@@ -348,7 +348,8 @@ class Runtime:
         tag = f"loop-{t:04d}"
         commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t, changed=changed, tag=tag)
         self.mirror.publish(commit, tag, index=self.repo.index)
-        candidate = Candidate.frozen(t, commit, self.repo.tree_of(commit), base, tag)
+        candidate = Candidate.frozen(t, commit, self.repo.tree_of(commit), base, tag,
+                                     merged.packages if merged is not None else None)
         atomic_write_json(lp.candidate, candidate.to_json())
         self._finished(t, "freeze", lp.candidate, candidate_id=candidate.candidate_id)
         self.notify("frozen", loop=t, candidate_id=candidate.candidate_id)

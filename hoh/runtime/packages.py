@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .loop import Runtime
 
 PACKAGE_SCHEMA_VERSION = 1
+MERGE_FIELDS = ("schema_version", "commit", "merged", "dropped")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,18 @@ class PackageResult:
                    DeveloperReport.from_json(report) if report else None, data.get("error"))
 
 
+@dataclass(frozen=True)
+class Merged:
+    """The packages' merge, as the freeze takes it: the merged commit (parent A_{t-1}) and what went in."""
+
+    commit: str
+    packages: tuple[str, ...]
+
+    @classmethod
+    def of(cls, outcome: dict[str, Any]) -> "Merged":
+        return cls(outcome["commit"], tuple(m["package"] for m in outcome["merged"]))
+
+
 def step_name(package: str) -> str:
     return f"package:{package}"
 
@@ -80,13 +93,13 @@ class ParallelDevelopers:
         self.git = PackageGit(runtime.repo)
         self._lock = threading.Lock()
 
-    def run(self, t: int, base: str, plan: Plan) -> tuple[DeveloperReport | None, str | None]:
+    def run(self, t: int, base: str, plan: Plan) -> tuple[DeveloperReport | None, Merged | None]:
         """(the loop's developer report, the merged commit), or (None, None) when no package could be built."""
         rt, lp = self.rt, self.rt.paths.loop(t)
         if done := rt.history.done(t, "developer"):
             if done.status != "ok":
                 return None, None
-            return read_developer(lp.developer), load_state(lp.merge, ("schema_version", "commit"), PACKAGE_SCHEMA_VERSION)["commit"]
+            return read_developer(lp.developer), Merged.of(load_state(lp.merge, MERGE_FIELDS, PACKAGE_SCHEMA_VERSION))
         results = self._build_all(t, base, plan)
         # The packages' own guards checked what changed while they ran; the main runner's memory of the areas
         # (from the Planner) would take their logs and homes for changes between roles.
@@ -102,7 +115,7 @@ class ParallelDevelopers:
         report = combined_report(t, plan, results, outcome)
         atomic_write_json(lp.developer, report.to_json())
         rt._finished(t, "developer", lp.developer, status="ok")
-        return report, merged
+        return report, Merged.of(outcome)
 
     # ---- the Developers, at once ---------------------------------------------------------------
     def _build_all(self, t: int, base: str, plan: Plan) -> dict[str, PackageResult]:
@@ -196,7 +209,7 @@ class ParallelDevelopers:
                    results: dict[str, PackageResult]) -> tuple[str | None, dict[str, Any]]:
         rt, lp = self.rt, self.rt.paths.loop(t)
         if rt.history.done(t, "merge"):
-            outcome = load_state(lp.merge, ("schema_version", "commit"), PACKAGE_SCHEMA_VERSION)
+            outcome = load_state(lp.merge, MERGE_FIELDS, PACKAGE_SCHEMA_VERSION)
             return outcome["commit"], outcome
         merged, into = base, []
         dropped: list[dict[str, str]] = []
