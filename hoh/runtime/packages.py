@@ -145,6 +145,9 @@ class ParallelDevelopers:
             return self._run_package(t, base, plan.package_plan(package), plan_md, info, runner, beside,
                                      start=base, tasks=package.tasks)
 
+        for package in todo:
+            # Before any Developer starts: a rename in state/ while another one's guard watches is a change of it.
+            self._set_aside(t, f"developer-{package.id}", package.id)
         if todo:
             with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="hoh-developer") as pool:
                 # Each thread in a copy of this context: hoh's record of its own writes is the Runtime's.
@@ -171,7 +174,6 @@ class ParallelDevelopers:
                 for child in tree.iterdir():
                     shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         job = rt.jobs.package_developer(t, base, plan, plan_md, info, tree, beside)
-        self._set_aside(t, job.role_dir_name, pid)
         rt.notify("role", role="developer", loop=t, package=pid)
         result = runner.run(job)
         if result.output is None:
@@ -255,6 +257,7 @@ class ParallelDevelopers:
                      for r in (*ours, results[package.id])]
             info = {"id": mid, "merge": True, "conflicts": conflicts, "sides": sides}
             beside = PackageSet(rt.runner.home("developer", mid), ())
+            self._set_aside(t, f"developer-{mid}", mid)
             result = self._run_package(t, base, plan.package_plan(package), lp.plan_md.read_text(encoding="utf-8"),
                                        info, rt.runner, beside, start=conflicted, tasks=package.tasks)
         if result.commit is None:
