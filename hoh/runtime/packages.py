@@ -19,12 +19,13 @@ import contextvars
 import copy
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RoleFailed
+from ..errors import RoleFailed, RunEnded
+from ..harness.process import kill_running
 from ..fsutil import atomic_write_json, load_state, note_written, sha256_file
 from ..records import DeveloperReport, Plan, TaskClaim, WorkPackage, read_developer
 from ..store import events as ev
@@ -137,29 +138,53 @@ class ParallelDevelopers:
             with notify_lock:
                 rt.notify(*args, **kwargs)
 
+        gate_lock, cancelled = threading.Lock(), threading.Event()
+
+        def gate(role: str) -> None:
+            # One at a time: a stop request or a budget is journaled once; after an interrupt no attempt starts.
+            with gate_lock:
+                if cancelled.is_set():
+                    raise RunEnded("interrupted: another Developer's run ended")
+                rt.control.before_attempt(role)
+
+        first_error: list[BaseException] = []
+
         def build(package: WorkPackage) -> PackageResult:
             runner = copy.copy(rt.runner)  # its own memory of the guard between its attempts
-            runner.continuity, runner.notify = Continuity(), notify
+            runner.continuity, runner.notify, runner.gate = Continuity(), notify, gate
             beside = PackageSet(rt.runner.home("developer", package.id), skip)
             info = {"id": package.id, "merge": False, "tasks": list(package.tasks), "owns": list(package.owns)}
-            return self._run_package(t, base, plan.package_plan(package), plan_md, info, runner, beside,
-                                     start=base, tasks=package.tasks)
+            try:
+                return self._run_package(t, base, plan.package_plan(package), plan_md, info, runner, beside,
+                                         start=base, tasks=package.tasks)
+            except BaseException as err:
+                with gate_lock:
+                    if not cancelled.is_set():  # the run's end; the others' "interrupted" only follows it
+                        first_error.append(err)
+                        cancelled.set()
+                raise
 
         for package in todo:
             # Before any Developer starts: a rename in state/ while another one's guard watches is a change of it.
             self._set_aside(t, f"developer-{package.id}", package.id)
         if todo:
-            with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="hoh-developer") as pool:
-                # Each thread in a copy of this context: hoh's record of its own writes is the Runtime's.
-                futures = [pool.submit(contextvars.copy_context().run, build, p) for p in todo]
-                errors = []
-                for package, future in zip(todo, futures):
-                    try:
-                        results[package.id] = future.result()
-                    except BaseException as err:  # noqa: BLE001 - every Developer ends before one error is raised
-                        errors.append(err)
-                if errors:
-                    raise errors[0]
+            pool = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="hoh-developer")
+            # Each thread in a copy of this context: hoh's record of its own writes is the Runtime's.
+            futures = [pool.submit(contextvars.copy_context().run, build, p) for p in todo]
+            try:
+                wait(futures)
+            except BaseException:
+                # A second Ctrl-C (or any error here): no Developer goes on, none starts another attempt.
+                cancelled.set()
+                kill_running()
+                raise
+            finally:
+                pool.shutdown(wait=True)
+            for package, future in zip(todo, futures):
+                if future.exception() is None:
+                    results[package.id] = future.result()
+            if first_error:  # every Developer has ended: each finished its attempt, none started another
+                raise first_error[0]
         return results
 
     def _run_package(self, t: int, base: str, plan: Plan, plan_md: str, info: dict[str, Any], runner,
