@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from conftest import Project, run_hoh
+from conftest import REPO, Project, run_hoh
 from test_parallel import two_packages
 from test_parallel_resume import snapshot
 
@@ -92,3 +92,18 @@ def test_a_budget_stops_every_developer_before_its_next_attempt(tmp_path):
     started = [e for e in events(p) if e["event"] == "attempt_started" and e.get("package")]
     assert sorted(e["package"] for e in started) == ["P1", "P2"]  # neither went on to a second attempt
     assert [e["event"] for e in events(p)].count("budget_stop") >= 1
+
+
+# ---- the benchmark's smoke run (must show 4 is its full run: benchmarks/README.md) ----------------------------
+def test_the_parallel_developers_benchmark_prints_its_figures(tmp_path):
+    bench = REPO / "benchmarks" / "perf" / "parallel_developers.py"
+    result = subprocess.run([sys.executable, str(bench), "--tiny", "--json"], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOH_BENCH_TMP": str(tmp_path)},
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout)
+    assert set(figures["loop_seconds"]) == {"1", "2", "4"} and set(figures["ratios"]) == {"2/1", "4/1"}
+    for k, spread in figures["loop_seconds"].items():
+        assert 0 < spread["min"] <= spread["median"] <= spread["max"]
+    assert figures["ratios"]["2/1"] == figures["loop_seconds"]["2"]["median"] / figures["loop_seconds"]["1"]["median"]
+    assert list(tmp_path.iterdir()) == []  # its temp dir honoured HOH_BENCH_TMP and is gone
