@@ -73,3 +73,16 @@ def test_the_next_planner_reads_which_package_did_what(make_project):
     assert p.build(loops=2, sets={"policy.developers": 2}).status == "finished"
     index = (p.ws / "state/loops/0002/roles/planner/attempt-1/prompt.md").read_text()
     assert "P1: merged (clean)" in index and "P2: dropped" in index and "conflict markers left" in index
+
+
+def test_the_ledger_says_which_package_fixed_what(make_project):
+    first = mini_loop(1)
+    first["qa"]["probes"] = [{"id": "X1", "run": "test -f a.py", "finding": {"title": "no part 1", "severity": "major"}}]
+    second = two_packages(shared=False)
+    second["planner"]["reply"]["tasks"][0]["issues"] = ["I-0001"]
+    p = make_project({"schema_version": 1, "loops": {1: first, 2: second}})
+    assert p.build(loops=2, sets={"policy.developers": 2}).status == "finished"
+    ledger = json.loads(p.state("ledger.json").read_text())
+    issue = next(i for i in ledger["issues"] if i["id"] == "I-0001")
+    assert issue["status"] == "closed"
+    assert issue["history"][-1]["notes"] == "developer claims task T1 done (package P1); verified by QA (package P1)"
