@@ -107,3 +107,16 @@ def test_the_parallel_developers_benchmark_prints_its_figures(tmp_path):
         assert 0 < spread["min"] <= spread["median"] <= spread["max"]
     assert figures["ratios"]["2/1"] == figures["loop_seconds"]["2"]["median"] / figures["loop_seconds"]["1"]["median"]
     assert list(tmp_path.iterdir()) == []  # its temp dir honoured HOH_BENCH_TMP and is gone
+
+
+def test_two_equal_packages_take_at_most_0_6_of_one_developer_s_loop(tmp_path):
+    # Must show 4, measured: two packages of 2 x 4 s against one Developer doing all 4 x 4 s (the Planner's and
+    # QA's time in both loops).
+    bench = REPO / "benchmarks" / "perf" / "parallel_developers.py"
+    result = subprocess.run([sys.executable, str(bench), "--units", "4", "--seconds", "4", "--rounds", "1",
+                             "--ks", "1,2", "--json"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                            env={"PATH": "/usr/bin:/bin", "HOH_BENCH_TMP": str(tmp_path)}, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    figures = json.loads(result.stdout)
+    assert figures["ratios"]["2/1"] <= 0.6 and figures["missed"] == []
+    assert figures["loop_seconds"]["1"]["median"] >= 16  # the units' fixed time really was spent

@@ -11,7 +11,8 @@ is checked on them:
 
 - the K = 2 / K = 1 ratio ≤ 0.6 (two equal packages: ideally 0.5 plus the Planner's and QA's fixed time).
 
-    python benchmarks/perf/parallel_developers.py [--units 4] [--seconds 4] [--rounds 3] [--tiny] [--json]
+    python benchmarks/perf/parallel_developers.py [--units 4] [--seconds 4] [--rounds 3] [--ks 1,2,4] [--tiny]
+                                                  [--json]
 
 Prints the figures (or, with --json, one JSON object), then exits 1 when the target is missed (never with
 --tiny, whose units are too short for the ratio to mean anything: it is the tests' smoke run).
@@ -93,20 +94,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--units", type=int, default=4, help="units of work (a multiple of 4)")
     p.add_argument("--seconds", type=float, default=4.0, help="each unit's fixed time")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    p.add_argument("--ks", default="1,2,4", help="the Developers at once to measure, comma-separated (1 and 2 among them)")
     p.add_argument("--tiny", action="store_true", help="the smoke size: 4 units of 0.1 s, one round, no target")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = p.parse_args(argv)
     units, seconds, rounds = (4, 0.1, 1) if args.tiny else (args.units, args.seconds, args.rounds)
-    if units < 4 or units % 4 or seconds <= 0 or rounds < 1:
-        p.error("--units must be a positive multiple of 4, --seconds > 0 and --rounds ≥ 1")
-    samples: dict[int, list[float]] = {k: [] for k in DEVELOPERS}
+    ks = tuple(sorted({int(k) for k in args.ks.split(",")}))
+    if units < 4 or units % 4 or seconds <= 0 or rounds < 1 or not {1, 2} <= set(ks) <= set(DEVELOPERS):
+        p.error("--units must be a positive multiple of 4, --seconds > 0, --rounds ≥ 1, --ks among 1,2,4 with 1 and 2")
+    samples: dict[int, list[float]] = {k: [] for k in ks}
     with tempfile.TemporaryDirectory(prefix="hoh-parallel-", dir=os.environ.get("HOH_BENCH_TMP")) as tmp:
         for r in range(rounds):
-            order = DEVELOPERS[r % 3:] + DEVELOPERS[:r % 3]
+            order = ks[r % len(ks):] + ks[:r % len(ks)]
             for k in order:
                 samples[k].append(loop_seconds(Path(tmp), units, seconds, k, r))
-    figures = {str(k): spread(samples[k]) for k in DEVELOPERS}
-    ratios = {f"{k}/1": figures[str(k)]["median"] / figures["1"]["median"] for k in DEVELOPERS[1:]}
+    figures = {str(k): spread(samples[k]) for k in ks}
+    ratios = {f"{k}/1": figures[str(k)]["median"] / figures["1"]["median"] for k in ks[1:]}
     missed = [] if args.tiny or ratios["2/1"] <= TARGET_RATIO_2 else [f"2/1 ratio {ratios['2/1']:.2f} > {TARGET_RATIO_2}"]
     result = {"units": units, "unit_seconds": seconds, "rounds": rounds, "loop_seconds": figures, "ratios": ratios,
               "target_ratio_2": TARGET_RATIO_2, "missed": missed}
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{units} units of {seconds:g} s of work, {rounds} interleaved round(s); loop wall time (s):")
         print(f"  {'K':>2}  {'min':>7}  {'median':>7}  {'max':>7}  {'K/1':>5}")
-        for k in DEVELOPERS:
+        for k in ks:
             f = figures[str(k)]
             ratio = f"{ratios[f'{k}/1']:.2f}" if k > 1 else "1.00"
             print(f"  {k:>2}  {f['min']:7.2f}  {f['median']:7.2f}  {f['max']:7.2f}  {ratio:>5}")
