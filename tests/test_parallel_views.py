@@ -86,3 +86,17 @@ def test_the_ledger_says_which_package_fixed_what(make_project):
     issue = next(i for i in ledger["issues"] if i["id"] == "I-0001")
     assert issue["status"] == "closed"
     assert issue["history"][-1]["notes"] == "developer claims task T1 done (package P1); verified by QA (package P1)"
+
+
+def test_the_loop_report_names_each_package_and_what_became_of_it(make_project):
+    p = make_project({"schema_version": 1, "loops": {1: two_packages(shared=True, merge=LEAVE_MARKERS)}})
+    assert p.build(sets={"policy.developers": 2}).status == "finished"
+    out = p.root / "report.html"
+    from conftest import run_hoh
+    made = run_hoh("report", "-w", p.ws, "-o", out)
+    assert made.returncode == 0, made.stderr
+    pages = "".join(f.read_text() for f in p.root.rglob("*.html"))
+    text = html.unescape(pages)
+    assert "<b>P1</b> tasks T1 — merged (clean) — criteria 1/1 verified" in text
+    assert "<b>P2</b> tasks T2 — dropped: conflicts in shared.txt; conflict markers left in shared.txt" in text
+    assert "roles/developer-P1/attempt-1/" in text and "roles/developer-merge-P2/attempt-1/" in text
