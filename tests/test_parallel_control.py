@@ -120,3 +120,20 @@ def test_two_equal_packages_take_at_most_0_6_of_one_developer_s_loop(tmp_path):
     figures = json.loads(result.stdout)
     assert figures["ratios"]["2/1"] <= 0.6 and figures["missed"] == []
     assert figures["loop_seconds"]["1"]["median"] >= 16  # the units' fixed time really was spent
+
+
+def test_a_usage_limit_pauses_one_developer_while_the_other_goes_on(tmp_path):
+    limit = "You've hit your usage limit. Upgrade to Pro or try again in 4 seconds."
+    (tmp_path / "p").mkdir()
+    loop = two_packages(shared=False, sleep=0.2)
+    loop["developer@P2"]["fail_runs"] = {"times": 1, "message": limit}
+    p = Project(tmp_path / "p", {"schema_version": 1, "loops": {1: loop}})
+    report = api.build(p.spec, p.ws, p.config(1, {"policy.developers": 2, "policy.transient_retries": 0}))
+    assert report.status == "finished"
+    journal = events(p)
+    [wait] = [e for e in journal if e["event"] == "quota_wait"]
+    assert wait["package"] == "P2" and 3 < wait["until"] - wait["time"] <= 5
+    finished = {e["package"]: e for e in journal if e["event"] == "attempt_finished" and e.get("package")}
+    assert finished["P1"]["time"] < wait["until"] < finished["P2"]["time"]  # P1 did not wait for P2's reset
+    assert all(e["ok"] and e["attempt"] == 1 for e in finished.values())  # the wait cost no attempt
+    assert "usage limit" in (p.ws / "state/loops/0001/roles/developer-P2/attempt-1/events.quota-1.jsonl").read_text()
