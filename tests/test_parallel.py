@@ -241,3 +241,33 @@ def test_resume_developers_sets_the_policy(make_project):
     assert result.returncode == 0, result.stderr
     assert yaml.safe_load((p.ws / "hoh.yaml").read_text())["policy"]["developers"] == 2
     assert p.loop_json(2, "candidate")["packages"] == ["P1", "P2"]
+
+
+def test_every_developer_failing_stops_the_run_and_the_resume_runs_them_again(make_project):
+    loop = two_packages(shared=False, sleep=0.1)
+    script = {"schema_version": 1, "loops": {1: copy.deepcopy(loop)}}
+    for pid in ("P1", "P2"):
+        script["loops"][1][f"developer@{pid}"] = {"reply_text": "not json"}
+    p = make_project(script)
+    report = p.build(sets={"policy.developers": 2, "policy.max_retries": 0})
+    assert report.status == "failed" and "package P2: its Developer failed" in report.error
+    [failed] = [e for e in journal(p.ws) if e["event"] == "role_failed" and "package" not in e]
+    assert [e.split(":")[0] for e in failed["errors"]] == ["package P1", "package P2"]
+    assert not any(e["event"] == "step_finished" and e["step"] in ("package:P1", "package:P2", "merge")
+                   for e in journal(p.ws))
+    p.script = {"schema_version": 1, "loops": {1: loop}}  # the Developers do their work this time
+    (p.ws / "script.yaml").write_text(yaml.safe_dump(p.script, sort_keys=False))
+    assert api.resume(p.ws).status == "finished"
+    assert set(candidate_files(p.ws, 1)) == {"a.py", "b.py", "shared.txt"}
+    roles = sorted(d.name for d in (p.ws / "state/loops/0001/roles").iterdir())
+    assert "developer-P1.interrupted-1" in roles and "developer-P2.interrupted-1" in roles
+
+
+def test_one_developer_failing_drops_its_package_and_the_other_goes_on(make_project):
+    loop = two_packages(shared=False, sleep=0.1)
+    loop["developer@P2"] = {"reply_text": "not json"}
+    p = make_project({"schema_version": 1, "loops": {1: loop}})
+    assert p.build(sets={"policy.developers": 2, "policy.max_retries": 0}).status == "finished"
+    [dropped] = p.loop_json(1, "merge")["dropped"]
+    assert dropped["package"] == "P2" and "its Developer failed after 1 attempt(s)" in dropped["reason"]
+    assert set(candidate_files(p.ws, 1)) == {"a.py", "shared.txt"}

@@ -101,10 +101,13 @@ class ParallelDevelopers:
             if done.status != "ok":
                 return None, None
             return read_developer(lp.developer), Merged.of(load_state(lp.merge, MERGE_FIELDS, PACKAGE_SCHEMA_VERSION))
-        results = self._build_all(t, base, plan)
-        # The packages' own guards checked what changed while they ran; the main runner's memory of the areas
-        # (from the Planner) would take their logs and homes for changes between roles.
-        rt.runner.continuity.forget()
+        if rt.history.done(t, "merge"):  # every package's result is on disk, a dropped one's too
+            results = {p.id: PackageResult.read(lp.package(p.id)) for p in plan.packages}
+        else:
+            results = self._build_all(t, base, plan)
+            # The packages' own guards checked what changed while they ran; the main runner's memory of the areas
+            # (from the Planner) would take their logs and homes for changes between roles.
+            rt.runner.continuity.forget()
         merged, outcome = self._merge_all(t, base, plan, results)
         if merged is None:
             errors = [f"package {r.package}: {r.error}" for r in results.values() if r.error]
@@ -214,7 +217,10 @@ class ParallelDevelopers:
         path = lp.package(pid)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, outcome.to_json())
-        rt._finished(t, step_name(pid), path, status="ok" if outcome.commit else "failed")
+        if outcome.commit or rt.config.policy.on_role_failure == "continue":
+            # Under `stop` a failed Developer is not done: a resume before the merge runs it again, as it would
+            # run a lone Developer that failed again.
+            rt._finished(t, step_name(pid), path, status="ok" if outcome.commit else "failed")
         return outcome
 
     def _set_aside(self, t: int, role_dir_name: str, pid: str) -> None:
@@ -263,7 +269,8 @@ class ParallelDevelopers:
                    "order": [p.id for p in plan.packages], "merged": into, "dropped": dropped,
                    "commit": merged if into else None, "tree": self.git.tree_of(merged) if into else None}
         atomic_write_json(lp.merge, outcome)
-        rt._finished(t, "merge", lp.merge, status="ok" if into else "failed")
+        if into or rt.config.policy.on_role_failure == "continue":  # nothing merged under `stop`: the resume retries
+            rt._finished(t, "merge", lp.merge, status="ok" if into else "failed")
         return outcome["commit"], outcome
 
     def _resolve(self, t: int, base: str, plan: Plan, package: WorkPackage, results: dict[str, PackageResult],
