@@ -184,8 +184,12 @@ class PolicyConfig(_Model):
     max_quota_wait_hours: float = Field(12.0, ge=0, allow_inf_nan=False)
     """When a subscription CLI reports its usage limit, wait for the reset up to this long (per attempt);
     a later reset stops the run as `quota_exhausted`."""
+    developers: int = Field(1, ge=1, le=8)
+    """Developers that may work at once in a loop: the Planner may group its tasks into up to this many work
+    packages, each built by its own Developer on its own copy of A_{t-1}, merged by the Runtime in package order
+    (`runtime/packages.py`). 1: one Developer, no packages."""
 
-    no_bools = field_validator("patience", "max_quota_wait_hours", mode="before")(_no_bool)
+    no_bools = field_validator("patience", "max_quota_wait_hours", "developers", mode="before")(_no_bool)
 
 
 class IndexConfig(_Model):

@@ -15,6 +15,7 @@
         view/                     the frozen candidate as plain files (read-only for QA), moved from
                                   candidate to candidate by git
         loop-0007/qa/             QA's scratch, emptied before and after QA runs
+        loop-0007/packages/P1/    a work package's copy of A_{t-1}, its Developer's working dir (P1.index its index)
           evidence/               QA's evidence dir (its only writable area)
         homes/<harness>/          isolated config homes for harness CLIs
       state/                    written by the Runtime only, never by an agent
@@ -35,6 +36,10 @@
           roles/<role>/attempt-1/
             prompt.md inputs.json events.jsonl stderr.log result.json
           roles/<role>.interrupted-1/  the attempts of a role cut off earlier, set aside on resume
+          roles/developer-P1/   a work package's Developer (policy.developers > 1; merge-P2: a conflict's merge)
+          packages/P1.json      a work package's result: the Developer's report, its commit and tree
+          packages/merge-P2.json  a conflict's merge attempt: its commit, or why the package was dropped
+          merge.json            the packages merged in order into the candidate's tree, and the dropped ones
 """
 
 from __future__ import annotations
@@ -222,6 +227,25 @@ class LoopPaths:
 
     def role_dir(self, role: str) -> Path:
         return self.roles / role
+
+    @property
+    def packages(self) -> Path:
+        return self.dir / "packages"
+
+    def package(self, package: str) -> Path:
+        """A work package's result (`P1`), or a conflict's merge attempt (`merge-P2`)."""
+        return self.packages / f"{package}.json"
+
+    @property
+    def merge(self) -> Path:
+        return self.dir / "merge.json"
+
+    def package_tree(self, package: str) -> Path:
+        """A work package's own copy of A_{t-1}: its Developer's working dir."""
+        return self.scratch / "packages" / package
+
+    def package_index(self, package: str) -> Path:
+        return self.scratch / "packages" / f"{package}.index"
 
     def role_set_aside(self, role: str, n: int) -> Path:
         """Where the n-th interrupted run of `role` in this loop is kept."""

@@ -11,7 +11,7 @@ checked JSON a type.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
@@ -84,6 +84,23 @@ class Preserved(FlatRecord):
 
 
 @dataclass(frozen=True)
+class WorkPackage:
+    """One Developer's share of a plan when Developers work at once (`policy.developers` > 1): its tasks and
+    the project files or directories (a trailing /) it alone may change."""
+
+    id: str
+    tasks: tuple[str, ...]
+    owns: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "WorkPackage":
+        return cls(data["id"], tuple(data.get("tasks", ())), tuple(data.get("owns", ())))
+
+    def to_json(self) -> Json:
+        return {"id": self.id, "tasks": list(self.tasks), "owns": list(self.owns)}
+
+
+@dataclass(frozen=True)
 class Plan:
     """D_t, the Planner's document for one loop (or the Runtime's own, with no Planner)."""
 
@@ -96,24 +113,33 @@ class Plan:
     spec_complete: bool | None = None
     """Version 2 only: nothing is left to build (no tasks); QA re-verifies every verified behaviour."""
     notes: str | None = None
+    packages: tuple[WorkPackage, ...] = ()
+    """Work packages for Developers working at once; empty: one Developer takes every task."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Plan":
         return cls(data.get("schema_version", 1), data.get("loop", 0), data.get("goal", ""),
                    tuple(Task.from_json(t) for t in data.get("tasks", ())),
                    tuple(Preserved.from_json(p) for p in data.get("preserve", ())),
-                   tuple(data.get("out_of_scope", ())), data.get("spec_complete"), data.get("notes"))
+                   tuple(data.get("out_of_scope", ())), data.get("spec_complete"), data.get("notes"),
+                   tuple(WorkPackage.from_json(p) for p in data.get("packages", ())))
 
     def to_json(self) -> Json:
         return _optional({"schema_version": self.schema_version, "loop": self.loop, "goal": self.goal,
                           "tasks": [t.to_json() for t in self.tasks], "preserve": [p.to_json() for p in self.preserve],
                           "out_of_scope": list(self.out_of_scope)},
-                         spec_complete=self.spec_complete, notes=self.notes)
+                         spec_complete=self.spec_complete, notes=self.notes,
+                         packages=[p.to_json() for p in self.packages] if self.packages else None)
 
     @property
     def acceptance(self) -> list[Acceptance]:
         """Every acceptance condition, in plan order."""
         return [a for t in self.tasks for a in t.acceptance]
+
+    def package_plan(self, package: WorkPackage) -> "Plan":
+        """The plan one package's Developer answers for: its tasks only, the rest of the plan as it is."""
+        mine = set(package.tasks)
+        return replace(self, tasks=tuple(t for t in self.tasks if t.id in mine), packages=())
 
     def task_of(self) -> dict[str, Task]:
         """Acceptance id → the task it belongs to."""
@@ -180,10 +206,24 @@ class Candidate(FlatRecord):
     tree: str
     parent: str
     tag: str
+    packages: tuple[str, ...] | None = None
+    """The work packages merged into it, in order, when Developers worked at once; None: one Developer."""
 
     @classmethod
-    def frozen(cls, loop: int, commit: str, tree: str, parent: str, tag: str) -> "Candidate":
-        return cls(CANDIDATE_SCHEMA_VERSION, loop, f"loop-{loop:04d}-{tree[:12]}", commit, tree, parent, tag)
+    def frozen(cls, loop: int, commit: str, tree: str, parent: str, tag: str,
+               packages: tuple[str, ...] | None = None) -> "Candidate":
+        return cls(CANDIDATE_SCHEMA_VERSION, loop, f"loop-{loop:04d}-{tree[:12]}", commit, tree, parent, tag,
+                   packages)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Candidate":
+        packages = data.get("packages")
+        return cls(data["schema_version"], data["loop"], data["candidate_id"], data["commit"], data["tree"],
+                   data["parent"], data["tag"], tuple(packages) if packages is not None else None)
+
+    def to_json(self) -> Json:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "packages"}
+        return _optional(out, packages=list(self.packages) if self.packages is not None else None)
 
 
 # ---- QA's report (schemas/qa.schema.json) ----------------------------------------------------------------

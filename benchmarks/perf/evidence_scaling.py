@@ -113,7 +113,7 @@ def planner_prompt(paths: WorkspacePaths, spec: str, loop: int) -> str:
     index = paths.index.read_text() if paths.index.exists() else ""
     return template("planner").render(role="planner", attempt=1, loop=loop, spec=spec, index=index,
                                       index_path=paths.index, project_dir=paths.project,
-                                      schema=schema_text("plan"), notes=[])
+                                      schema=schema_text("plan"), notes=[], developers=1)
 
 
 def context(loops: int, per_loop: int, repeat: int, spec: str, tmp: Path) -> dict:

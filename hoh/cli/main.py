@@ -145,6 +145,10 @@ def build(
                                               rich_help_panel="Harness"),
     loops: Optional[int] = typer.Option(None, "--loops", "-n", help="Number of loops to run.", rich_help_panel="Run",
                                         show_default=f"{DEFAULT_LOOPS}, or the --config's loops"),
+    developers: Optional[int] = typer.Option(None, "--developers", help="Developers that may work at once: the "
+                                             "Planner may split a loop's tasks into up to this many work packages, "
+                                             "merged by hoh before QA.", rich_help_panel="Run",
+                                             show_default="1, or the --config's policy.developers"),
     workspace: Path = typer.Option(BUILD_DEFAULT, "--workspace", "-w", rich_help_panel="Run",
                                    help="Workspace directory to make (everything needed to resume lives here)."),
     project: Optional[Path] = typer.Option(None, "--project", help="An existing project directory to work on "
@@ -175,6 +179,7 @@ def build(
     base = load_config(config) if config else HohConfig()
     cfg = apply_overrides(base, set_, {"harness.name": harness, "harness.model": model, "harness.base_url": base_url,
                                        "harness.api_key_env": api_key_env, "loops": loops, "environment.name": env,
+                                       "policy.developers": developers,
                                        "environment.image": env_image,
                                        "environment.dockerfile": str(env_dockerfile) if env_dockerfile else None})
     with _progress(progress_mode, quiet, as_json) as progress:
@@ -190,6 +195,8 @@ def resume(
                                         help="Run this many more loops past the last finished one."),
     set_: list[str] = typer.Option([], "--set", help="Change a setting in the workspace's hoh.yaml first: "
                                    "key.sub=value (repeatable), e.g. budget.cost_usd=20."),
+    developers: Optional[int] = typer.Option(None, "--developers", help="Developers that may work at once from "
+                                             "the next loop on (policy.developers).", show_default="as before"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress (--progress none)."),
     progress_mode: Optional[ProgressMode] = typer.Option(None, "--progress", help=PROGRESS_HELP, show_default="auto",
                                                          metavar=PROGRESS_METAVAR),
@@ -200,7 +207,8 @@ def resume(
     _check_loops(loops)
     with _progress(progress_mode, quiet, as_json) as progress:
         _graceful(progress, workspace)
-        report = api.resume(workspace, more_loops=loops, notify=progress, overrides=set_)
+        overrides = [*set_, *([f"policy.developers={developers}"] if developers is not None else [])]
+        report = api.resume(workspace, more_loops=loops, notify=progress, overrides=overrides)
     if report.nothing_to_do and not as_json:
         ws = workspace.expanduser().resolve()
         out().print(f"the run in {ws} is already {report.status} ({report.loops_finished}/{report.target_loops} "

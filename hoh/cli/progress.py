@@ -83,6 +83,8 @@ class LiveProgress:
         self.loop, self.target = 0, 0
         self.loop_usage = Usage()
         self.role: RunningRole | None = None
+        self.packages: dict[str, RunningRole] = {}
+        """Developers working at once, by work package: shown side by side on the live line."""
         self.idle_since = time.monotonic()
         self.stopping = False
         self.live: Live | None = None
@@ -116,6 +118,17 @@ class LiveProgress:
 
     def status_line(self) -> Text:
         where = f"loop {self.loop}/{self.target}"
+        if self.packages:
+            parts = []
+            for package, running in sorted(self.packages.items()):
+                try:
+                    usage, tools, _ = running.live()
+                except Exception:  # noqa: BLE001 - the live line must never take the run down
+                    usage, tools = running.spent, running.tools
+                retry = f" (attempt {running.attempt})" if running.attempt > 1 else ""
+                parts.append(f"developer {package}{retry} {clock(time.monotonic() - running.started)} "
+                             f"{usage.total_tokens:,} tokens {tools} tools")
+            return Text(f"{where} · " + " | ".join(parts), no_wrap=True, overflow="ellipsis")
         role = self.role
         if role is None:
             doing = "hoh, between roles" if self.loop else "starting"
@@ -169,43 +182,55 @@ class LiveProgress:
         self.idle_since = time.monotonic()
         log.info("loop %d/%d started", loop, target)
 
-    def on_role(self, role: str, loop: int, **_: Any) -> None:
-        self.role = RunningRole(role, loop)
+    def on_role(self, role: str, loop: int, package: str | None = None, **_: Any) -> None:
+        if package is None:
+            self.role = RunningRole(role, loop)
 
     def on_attempt(self, role: str, loop: int, attempt: int, events: Path | None = None, adapter: "HarnessAdapter | None" = None,
-                   **_: Any) -> None:
-        if self.role is None or (self.role.role, self.role.loop) != (role, loop):
-            self.role = RunningRole(role, loop)
-        self.role.attempt, self.role.attempt_started, self.role.adapter = attempt, time.monotonic(), adapter
+                   package: str | None = None, **_: Any) -> None:
+        if package is not None:
+            running = self.packages.setdefault(package, RunningRole(role, loop))
+        else:
+            if self.role is None or (self.role.role, self.role.loop) != (role, loop):
+                self.role = RunningRole(role, loop)
+            running = self.role
+        running.attempt, running.attempt_started, running.adapter = attempt, time.monotonic(), adapter
         parse = getattr(adapter, "parse_events", None)
-        self.role.tail = EventsTail(Path(events), parse) if events is not None and parse is not None else None
-        where = f"loop {loop}/{self.target} · {role} · attempt {attempt}"
+        running.tail = EventsTail(Path(events), parse) if events is not None and parse is not None else None
+        label = f"{role} {package}" if package else role
+        where = f"loop {loop}/{self.target} · {label} · attempt {attempt}"
         log.info("%s · started", where)
         if self.mode is ProgressMode.LINES:
             self.console.print(f"{where} · started", soft_wrap=True, markup=False, highlight=False)
         elif self.mode is ProgressMode.JSON:
-            self.emit("role_start", loop=loop, target=self.target, role=role, attempt=attempt)
+            self.emit("role_start", loop=loop, target=self.target, role=role, attempt=attempt,
+                      **({"package": package} if package else {}))
 
     def on_attempt_done(self, role: str, loop: int, attempt: int, ok: bool, outcome: str, seconds: float,
-                        usage: Usage, tool_calls: int = 0, errors: list[str] | None = None, **_: Any) -> None:
+                        usage: Usage, tool_calls: int = 0, errors: list[str] | None = None, package: str | None = None,
+                        **_: Any) -> None:
         errors = errors or []
-        running = self.role
+        running = self.packages.get(package) if package else self.role
         if running is not None and (running.role, running.loop) == (role, loop):
             running.spent, running.tools = running.spent + usage, running.tools + tool_calls
             running.last_tool = (running.tail.figures.last_tool if running.tail else None) or running.last_tool
             running.tail = None
-            if ok:
+            if ok and package:
+                self.packages.pop(package, None)
+            elif ok:
                 self.role, self.idle_since = None, time.monotonic()
         self.loop_usage = self.loop_usage + usage
         result = "ok" if ok else outcome if outcome != "ok" else "rejected"
         why = f": {tool_label(errors[0], limit=160)}" if errors and not ok else ""
-        line = (f"loop {loop}/{self.target} · {role} · attempt {attempt} · {result}{why} · {seconds:.1f}s · "
+        label = f"{role} {package}" if package else role
+        line = (f"loop {loop}/{self.target} · {label} · attempt {attempt} · {result}{why} · {seconds:.1f}s · "
                 f"{usage.total_tokens:,} tokens · {cost_text(usage.cost_usd)}")
         (log.info if ok else log.warning)("%s", line)
         if self.mode in (ProgressMode.LINES, ProgressMode.LIVE):
             self.console.print(line, soft_wrap=True, markup=False, highlight=False)
         elif self.mode is ProgressMode.JSON:
             self.emit("role_end", loop=loop, target=self.target, role=role, attempt=attempt, ok=ok, outcome=result,
+                      **({"package": package} if package else {}),
                       seconds=round(seconds, 3), tokens=usage.total_tokens, cost_usd=usage.cost_usd,
                       usage=usage.to_json(), tool_calls=tool_calls, errors=[e[:500] for e in errors[:5]])
 
@@ -217,7 +242,7 @@ class LiveProgress:
             self.emit("candidate", loop=loop, candidate_id=candidate_id)
 
     def on_loop_done(self, loop: int, status: str, **_: Any) -> None:
-        self.role = None
+        self.role, self.packages = None, {}
         log.info("loop %d finished: %s", loop, status)
         if self.mode in (ProgressMode.LINES, ProgressMode.LIVE):
             self.console.print(f"[bold]loop {loop}[/bold] finished: {status}")

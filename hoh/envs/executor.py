@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import shutil
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -58,9 +59,16 @@ class RoleEnvironment(Executor):
         """A cloud sandbox cannot reach hoh's proxy: its CLI gets the endpoint and the key as Harbor's own agents
         pass them, and what comes back is scrubbed of the key (`HarnessAdapter._run`)."""
         self.runs = 0
+        self._lock = threading.Lock()
+        """Developers working at once (`runtime/packages.py`) share their role's environment: it starts once, and
+        each attempt gets its own number (its own streams dir inside)."""
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:
         if self.ready:
             return
         if self.env is None:
@@ -139,8 +147,9 @@ class RoleEnvironment(Executor):
             variables.update(proxy_env(request.proxy_url))
             if self.gateway:  # the model route is the proxy itself, reached directly, never through itself
                 variables["NO_PROXY"] = variables["no_proxy"] = f"{variables['NO_PROXY']},{self.gateway}"
-        self.runs += 1
-        attempt = supervise.Attempt(self.runs)
+        with self._lock:
+            self.runs += 1
+            attempt = supervise.Attempt(self.runs)
         atomic_write_json(attempt_dir / "command.json", {
             "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
             "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}, durable=False)

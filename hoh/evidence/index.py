@@ -36,11 +36,16 @@ def spec_outline(spec: str, limit: int) -> list[str]:
 
 
 def render_index(*, spec: str, ledger: Ledger, loops: list[IndexLoop], last_loop: int,
-                 budget_bytes: int, top_issues: int, recent_loops: int, checks: list[str] = ()) -> str:
-    """The index after `last_loop`, at most `budget_bytes` long; `checks`: the check register's section."""
+                 budget_bytes: int, top_issues: int, recent_loops: int, checks: list[str] = (),
+                 packages: list[str] = ()) -> str:
+    """The index after `last_loop`, at most `budget_bytes` long; `checks`: the check register's section;
+    `packages`: the last loop's work packages (Developers working at once)."""
     for issues_shown, behaviours_shown, outline in ((top_issues, 10, 12), (top_issues // 2, 5, 6), (3, 0, 3), (0, 0, 0)):
+        shown = list(checks) if behaviours_shown else list(checks[:1])
+        if packages and behaviours_shown:  # cut with the behaviours: the packages' detail is in merge.json
+            shown += ([""] if shown else []) + list(packages)
         text = _render(spec, ledger, loops[-recent_loops:], last_loop, issues_shown, behaviours_shown, outline,
-                       list(checks) if behaviours_shown else list(checks[:1]))
+                       shown)
         if len(text.encode()) <= budget_bytes:
             return text
     return text.encode()[: budget_bytes - 40].decode("utf-8", "ignore") + "\n… (index cut to its byte budget)\n"
@@ -116,7 +121,35 @@ def build_index(paths: WorkspacePaths, spec: str, ledger: Ledger, last_loop: int
                                     "no QA report"))
     return render_index(spec=spec, ledger=ledger, loops=summaries, last_loop=last_loop, budget_bytes=cfg.budget_bytes,
                         top_issues=cfg.top_issues, recent_loops=cfg.recent_loops,
-                        checks=checks_section(paths, last_loop))
+                        checks=checks_section(paths, last_loop), packages=packages_section(paths, last_loop, ledger))
+
+
+def packages_section(paths: WorkspacePaths, last_loop: int, ledger: Ledger) -> list[str]:
+    """The last loop's work packages, when Developers worked at once: each one merged (how) or dropped (why), its
+    tasks' criteria as QA found them on the merged candidate, and the issues its tasks were to fix."""
+    lp = paths.loop(last_loop)
+    if not lp.merge.exists() or not lp.plan.exists():
+        return []
+    merge = json.loads(lp.merge.read_text(encoding="utf-8"))
+    plan = read_plan(lp.plan)
+    qa = read_qa(lp.qa) if lp.qa.exists() else None
+    status = {c.id: c.status for c in qa.criteria} if qa else {}
+    how = {m["package"]: f"merged ({m['how']})" for m in merge.get("merged", [])}
+    how.update({d["package"]: f"dropped to this loop: {d['reason'][:120]}" for d in merge.get("dropped", [])})
+    tasks = {t.id: t for t in plan.tasks}
+    lines = [f"## Work packages of loop {last_loop} — details: `state/loops/{last_loop:04d}/merge.json`"]
+    for package in plan.packages:
+        mine = [tasks[t] for t in package.tasks if t in tasks]
+        criteria = [a.id for t in mine for a in t.acceptance]
+        verified = sum(str(status.get(a)) == "verified" for a in criteria)
+        issues = sorted({i for t in mine for i in t.issues})
+        fixed = [i for i in issues if (ledger.issue(i) or {}).get("status") == "closed"]
+        line = (f"- {package.id}: {how.get(package.id, 'not merged')}; tasks {', '.join(package.tasks)}; "
+                f"criteria {verified}/{len(criteria)} verified")
+        if issues:
+            line += f"; issues {', '.join(issues)} ({len(fixed)} closed)"
+        lines.append(line)
+    return lines
 
 
 def checks_section(paths: WorkspacePaths, last_loop: int) -> list[str]:

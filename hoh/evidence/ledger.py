@@ -287,7 +287,8 @@ class Ledger:
                 for issue_id in task.issues:
                     issue = self._issues.get(issue_id)
                     if issue and issue["status"] in ("open", "reopened"):
-                        touch(issue, "fixed_pending_verify", "developer", [], f"developer claims task {task.id} done")
+                        touch(issue, "fixed_pending_verify", "developer", [],
+                              f"developer claims task {task.id} done{_by_package(plan, task.id)}")
 
         if qa is not None or broken_checks:
             self._apply_qa(loop, plan, candidate_id, qa, touch, same_defect_loops, broken_checks)
@@ -312,15 +313,18 @@ class Ledger:
         failing: dict[str, tuple[list[str], str]] = {}  # issue id → evidence, note; failure beats success
         passing: dict[str, list[str]] = {}
 
+        fixed_by: dict[str, str] = {}  # issue id → the work package whose task QA verified for it
         for task in plan.tasks:
             results = [criteria[a.id] for a in task.acceptance if a.id in criteria]
             statuses = {r.status for r in results}
             evidence = [x for r in results for x in refs(r)]
             for issue_id in task.issues:
                 if "failed" in statuses:
-                    failing.setdefault(issue_id, (evidence, f"acceptance of task {task.id} failed"))
+                    failing.setdefault(issue_id, (evidence, f"acceptance of task {task.id} failed"
+                                                            f"{_by_package(plan, task.id)}"))
                 elif statuses == {"verified"}:
                     passing[issue_id] = evidence
+                    fixed_by[issue_id] = _by_package(plan, task.id)
             for acc in task.acceptance:
                 result = criteria.get(acc.id)
                 if result and result.verified:
@@ -386,7 +390,7 @@ class Ledger:
 
         for issue_id, evidence in passing.items():
             if issue_id not in failing and self._issues[issue_id]["status"] != "closed":
-                touch(self._issues[issue_id], "closed", "qa", evidence, "verified by QA")
+                touch(self._issues[issue_id], "closed", "qa", evidence, f"verified by QA{fixed_by.get(issue_id, '')}")
         for issue_id, (evidence, note) in failing.items():
             issue = self._issues[issue_id]
             new_status = {"closed": "reopened", "reopened": "reopened"}.get(issue["status"], "open")
@@ -408,3 +412,10 @@ class Ledger:
             history.append({"loop": loop, "candidate_id": candidate_id, "status": behaviour["status"]})
         self._touched(loop)[1].add(behaviour["id"])
         self._change("behaviours", behaviour["id"])
+
+
+def _by_package(plan: Plan, task_id: str) -> str:
+    """" (package P1)" when Developers worked at once and `task_id` was P1's; else nothing (the ledger's notes say
+    which package fixed or broke what)."""
+    owner = next((p.id for p in plan.packages if task_id in p.tasks), None)
+    return f" (package {owner})" if owner else ""

@@ -130,6 +130,8 @@ class RoleRequest:
     """Processes and memory of the attempt together (`sandbox.limits`)."""
     site: ProgramSite = LOCAL_SITE
     """Where hoh's own programs are, as the attempt's process sees them (set by its executor)."""
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, `merge-P2`); None: the loop's only one."""
 
 
 @dataclass

@@ -131,6 +131,32 @@ def run_process(
         stderr_path.write_text(str(err))
         return ProcessResult(None, None, 0.0, stdout_path, stderr_path, str(err), spawn_error=str(err))
 
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        return _supervise(proc, start, stdin, stdout_path, stderr_path, wall_timeout, idle_timeout, on_spawn,
+                          max_output)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+
+
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def kill_running() -> None:
+    """Kill the process group of every attempt this process runs now: Developers working at once run in threads
+    of their own, which a Ctrl-C in the main thread never reaches."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        _kill_group(proc)
+
+
+def _supervise(proc: subprocess.Popen, start: float, stdin: bytes | None, stdout_path: Path, stderr_path: Path,
+               wall_timeout: float, idle_timeout: float, on_spawn: Callable[[int], None] | None,
+               max_output: int) -> ProcessResult:
     if on_spawn:
         on_spawn(proc.pid)
     out, err = _Tee(proc.stdout, stdout_path, False), _Tee(proc.stderr, stderr_path, True)

@@ -63,6 +63,8 @@ class Attempt:
     errors: list[str]
     rel_dir: str
     """The attempt's directory (prompt, inputs, events, result), relative to the workspace."""
+    package: str | None = None
+    """The work package of a Developer that worked beside others."""
 
 
 @dataclass
@@ -121,6 +123,9 @@ class LoopModel:
     """The replay's results before QA (`replay.json`), each with its evidence file under state/."""
     admissions: list[dict[str, Any]] = field(default_factory=list)
     """The checks QA attached, kept or rejected (`checks.json` of the loop)."""
+    packages: list[dict[str, Any]] = field(default_factory=list)
+    """Developers working at once: each work package's id, tasks, what the merge did with it (`merged (clean)`,
+    `dropped: why`) and its criteria as QA found them on the merged candidate."""
 
     @property
     def finished(self) -> bool:
@@ -313,7 +318,8 @@ def loop_model(paths: WorkspacePaths, entry: LoopSummary, facts: dict[str, Any],
     t = entry.loop
     lp = paths.loop(t)
     attempts = [Attempt(ev.role, ev.attempt, ev.ok, ev.outcome, float(ev.seconds), list(ev.errors),
-                        paths.rel(lp.attempt_dir(ev.role, ev.attempt))) for ev in facts["attempts"].get(t, [])]
+                        paths.rel(lp.attempt_dir(f"{ev.role}-{ev.package}" if ev.package else ev.role, ev.attempt)),
+                        ev.package) for ev in facts["attempts"].get(t, [])]
     model = LoopModel(
         loop=t, status=entry.status, verdict=entry.verdict, candidate_id=entry.candidate_id,
         criteria_verified=entry.criteria_verified, criteria_total=entry.criteria_total,
@@ -336,6 +342,17 @@ def read_loop_files(paths: WorkspacePaths, model: LoopModel) -> None:
     for path, key, attr in ((lp.replay, "results", "replay"), (lp.admitted, "checks", "admissions")):
         if path.exists():
             setattr(model, attr, json.loads(path.read_text(encoding="utf-8")).get(key, []))
+    if model.plan is not None and model.plan.packages and lp.merge.exists():
+        merge = json.loads(lp.merge.read_text(encoding="utf-8"))
+        how = {m["package"]: f"merged ({m['how']})" for m in merge.get("merged", [])}
+        how.update({d["package"]: f"dropped: {d['reason']}" for d in merge.get("dropped", [])})
+        verdicts = {c.id: c.status for c in model.qa.criteria} if model.qa else {}
+        tasks = {t.id: t for t in model.plan.tasks}
+        for package in model.plan.packages:
+            criteria = [a.id for task in package.tasks if task in tasks for a in tasks[task].acceptance]
+            model.packages.append({"id": package.id, "tasks": list(package.tasks), "merge": how.get(package.id, "—"),
+                                   "verified": sum(str(verdicts.get(c)) == "verified" for c in criteria),
+                                   "criteria": len(criteria)})
 
 
 def evidence_files(paths: WorkspacePaths, folder: Path, total: int) -> tuple[dict[str, EvidenceFile], int]:

@@ -48,6 +48,12 @@ class Continuity:
                 found.append(Violation(area.name, [printable(c) + " (between roles)" for c in changes]))
         return found
 
+    def forget(self) -> None:
+        """Start again from the next attempt's own baseline: after Developers worked at once, each with its own
+        guard and memory (`packages.py`), what they and hoh wrote meanwhile is no change between roles."""
+        self._memory.clear()
+        take_written()
+
     def remember(self, areas: list[Area]) -> None:
         take_written()  # from here on, only hoh's own writes are explained
         for area in areas:

@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
@@ -26,6 +26,9 @@ from ..store.notes import Note
 from ..store.seal import SealedState, loop_dir
 from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .roles import RoleJob
+
+if TYPE_CHECKING:
+    from .packages import PackageSet
 from .validate import Expectations
 
 ROLE_VIEWS = {
@@ -65,26 +68,36 @@ class JobFactory:
         """A sealed loop dir's name → whether it holds a roles/ (`_evidence_dirs`)."""
         self._hidden: tuple[list[str], tuple[Path, ...]] = ([], ())
 
-    def _fixed_files(self, attempt_dir: Path, head: str, read_only_project: bool) -> list[Area]:
+    def _fixed_files(self, attempt_dir: Path, head: str, read_only_project: bool,
+                     beside: "PackageSet | None" = None) -> list[Area]:
         """What no role may ever write: the project's git configuration (an exclude or hook would change
         what gets frozen; checked first, before anything runs git there) and repository, hoh's history,
         state/ (but the active attempt's logs; sealed loops through their seal), the journal, spec,
         config, script, and the other roles' harness homes (no planting instructions for the next role)."""
-        role = attempt_dir.parent.name
+        skip: tuple[Path, ...] = ()
+        if beside is None:
+            home, cache = self.home(attempt_dir.parent.name), self.cache
+        else:
+            # Developers working at once: what the others' attempts and hoh write for them meanwhile (their
+            # logs, homes and package results) is no change of this one's; each sees only its own in the jail.
+            # Its own hash cache: the run's is not shared between threads.
+            home, skip, cache = beside.home, beside.skip, HashCache()
         sealed_dirs = self.sealed.sealed_dirs()
         areas: list[Area] = [
-            *([MirrorArea(self.mirror, head, strict=read_only_project, published_tags=self.repo.tags, cache=self.cache)]
+            *([MirrorArea(self.mirror, head, strict=read_only_project, published_tags=self.repo.tags, cache=cache)]
               if self.mirror.enabled else []),
-            HistoryArea(self.repo, cache=self.cache),
+            HistoryArea(self.repo, cache=cache),
             SealedArea(self.sealed, self.sealed.open_loops()),
-            FileArea("state", self.paths.state, self.ignore, skip=(attempt_dir, self.paths.journal, *sealed_dirs),
-                     keep_bytes=_not_an_attempt_log, cache=self.cache),
+            FileArea("state", self.paths.state, self.ignore,
+                     skip=(attempt_dir, self.paths.journal, *sealed_dirs, *(p for p in skip if p.is_relative_to(self.paths.state))),
+                     keep_bytes=_not_an_attempt_log, cache=cache),
             JournalArea(self.journal),
-            FileArea("spec.md", self.paths.spec, [], cache=self.cache),
-            FileArea("hoh.yaml", self.paths.config, [], cache=self.cache),
-            FileArea("harness homes", self.paths.harness_homes, [], cache=self.cache, skip=(self.home(role),))]
+            FileArea("spec.md", self.paths.spec, [], cache=cache),
+            FileArea("hoh.yaml", self.paths.config, [], cache=cache),
+            FileArea("harness homes", self.paths.harness_homes, [], cache=cache,
+                     skip=(home, *(p for p in skip if p.is_relative_to(self.paths.harness_homes))))]
         if self.paths.script.exists():
-            areas.append(FileArea("script.yaml", self.paths.script, [], cache=self.cache))
+            areas.append(FileArea("script.yaml", self.paths.script, [], cache=cache))
         return areas
 
     def _jail(self, role: str, inputs: list[Path], writable: tuple[Path, ...] = (),
@@ -151,10 +164,12 @@ class JobFactory:
             role="planner", loop=loop, workdir=self.paths.project, access="read-only",
             prompt_values=dict(loop=loop, spec=self.spec_text, index=index_text, index_path=self.paths.index,
                                project_dir=self.paths.project, schema=schema_text("plan"),
+                               developers=self.config.policy.developers,
                                notes=[{"id": note.id, "text": note.text} for note in notes]),
             expectations=Expectations(loop=loop, issue_ids=ledger.issue_ids(), behaviour_ids=ledger.behaviour_ids(),
                                       active_issue_ids={i["id"] for i in ledger.ranked_active_issues()},
-                                      verified_ids={b["id"] for b in ledger.verified_behaviours()}),
+                                      verified_ids={b["id"] for b in ledger.verified_behaviours()},
+                                      developers=self.config.policy.developers),
             inputs=inputs,
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit)},
             protected=lambda adir: [*self._fixed_files(adir, base_commit, True), self._project()],
@@ -167,7 +182,8 @@ class JobFactory:
         return RoleJob(
             role="developer", loop=loop, workdir=self.paths.project, access="write",
             prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, project_dir=self.paths.project,
-                               warm_start=self.config.mechanisms.warm_start, schema=schema_text("developer")),
+                               warm_start=self.config.mechanisms.warm_start, schema=schema_text("developer"),
+                               package=None),
             expectations=Expectations(loop=loop, plan=plan),
             inputs=[self.paths.spec, lp.plan],
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit),
@@ -179,6 +195,27 @@ class JobFactory:
             jail=self._jail("developer", [self.paths.spec, lp.plan],
                             writable=(self.paths.project, *[g for g in (self.paths.project / ".git",)
                                                             if g.is_dir() and not g.is_symlink()])),
+        )
+
+    def package_developer(self, loop: int, base_commit: str, plan: Plan, plan_md: str, package: dict[str, Any],
+                          workdir: Path, beside: "PackageSet") -> RoleJob:
+        """A work package's Developer (`package`: its id, tasks and owned paths, or a conflict's merge with
+        its files and both sides' reports), on its own copy of A_{t-1} (`workdir`), beside the others
+        (`beside`: what they write meanwhile). The Developer's guard, its jail writes `workdir` only."""
+        lp = self.paths.loop(loop)
+        warm = self.config.mechanisms.warm_start
+        return RoleJob(
+            role="developer", loop=loop, workdir=workdir, access="write", package=package["id"],
+            prompt_values=dict(loop=loop, spec=self.spec_text, plan_md=plan_md, project_dir=workdir,
+                               warm_start=warm, schema=schema_text("developer"), package=package),
+            expectations=Expectations(loop=loop, plan=plan),
+            inputs=[self.paths.spec, lp.plan],
+            project={"commit": base_commit, "tree": self.repo.tree_of(base_commit), "warm_start": str(warm).lower()},
+            # Not the project's work tree: its git index is one, and K guards would race on it. The jail
+            # never shows the project writable; whatever reaches it is reset before the merged tree goes in.
+            protected=lambda adir: self._fixed_files(adir, base_commit, False, beside),
+            context=self._context(project_dir=workdir, package=package["id"]), mechanisms=self._mechanisms(),
+            jail=self._jail("developer", [self.paths.spec, lp.plan], writable=(workdir,)),
         )
 
     def check_jail(self) -> JailSpec | None:

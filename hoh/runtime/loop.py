@@ -41,6 +41,7 @@ from .control import RunControl
 from .hooks import loop_summary
 from .jobs import JobFactory
 from .planmd import plan_markdown
+from .packages import Merged, ParallelDevelopers
 from .replay import Replay
 from .roles import RoleJob, RoleRunner
 from .checksteps import CheckSteps
@@ -119,6 +120,7 @@ class Runtime:
         self.jobs = JobFactory(self.paths, self.config, self.repo, journal, self.sealed, self.mirror,
                                home=self.runner.home)
         self.notes = Notes(self.paths, journal)
+        self.parallel = ParallelDevelopers(self)
         self.checks = CheckSteps(self.paths, self.config, self.repo, journal, self.history,
                                  self.runner.executors.get("qa", LOCAL), self.jobs.check_jail(), role_limits(self.config))
 
@@ -231,10 +233,14 @@ class Runtime:
             qa = self.step_qa(t, plan, candidate, ledger, self.checks.replay(t, base, candidate))
             status = LoopStatus.of_verdict(qa.verdict if qa else None)
             return LoopOutcome(LoopStatus.COMPLETE if status is LoopStatus.PASS else status, plan, None, candidate, qa)
-        developer = self.step_developer(t, base, plan)
+        merged = None
+        if len(plan.packages) > 1 and self.config.policy.developers > 1:
+            developer, merged = self.parallel.run(t, base, plan)  # one Developer per work package, at once
+        else:
+            developer = self.step_developer(t, base, plan)
         if developer is None:
             return LoopOutcome(LoopStatus.DEVELOPER_FAILED, plan)
-        candidate = self.step_freeze(t, base, plan)
+        candidate = self.step_freeze(t, base, plan, merged)
         replayed = self.checks.replay(t, base, candidate)  # model-free, before QA: QA is told what it found
         if self.config.mode == "developer_only":
             return LoopOutcome(LoopStatus.UNVERIFIED, plan, developer, candidate)
@@ -324,17 +330,26 @@ class Runtime:
         self._finished(t, "developer", lp.developer, status="ok")
         return report
 
-    def step_freeze(self, t: int, base: str, plan: Plan) -> Candidate:
+    def step_freeze(self, t: int, base: str, plan: Plan, merged: Merged | None = None) -> Candidate:
+        """Freeze the project as the loop's candidate; `merged`: the work packages' merged tree, put into the
+        project first (its paths are exactly what changed)."""
         lp = self.paths.loop(t)
         if self.history.done(t, "freeze"):
             return read_candidate(lp.candidate)
-        changed, why = self.feed.take(base)
+        if merged is not None:
+            self.repo.clean_at = None  # whatever reached the project while the packages ran goes
+            self.repo.reset_to(base)
+            self.repo.git("read-tree", "-m", "-u", merged.commit)
+            changed, why = self.repo.changed_paths(base, merged.commit), None
+        else:
+            changed, why = self.feed.take(base)
         if why is not None:
             self.journal.append(ev.FullScan(loop=t, step="freeze", area="project", reason=why.value))
         tag = f"loop-{t:04d}"
         commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t, changed=changed, tag=tag)
         self.mirror.publish(commit, tag, index=self.repo.index)
-        candidate = Candidate.frozen(t, commit, self.repo.tree_of(commit), base, tag)
+        candidate = Candidate.frozen(t, commit, self.repo.tree_of(commit), base, tag,
+                                     merged.packages if merged is not None else None)
         atomic_write_json(lp.candidate, candidate.to_json())
         self._finished(t, "freeze", lp.candidate, candidate_id=candidate.candidate_id)
         self.notify("frozen", loop=t, candidate_id=candidate.candidate_id)

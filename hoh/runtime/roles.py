@@ -56,6 +56,13 @@ class RoleJob:
     """Called before each attempt with whether it resumes the CLI session."""
     jail: JailSpec | None = None
     """The OS jail of every attempt (the role's own harness home is added writable); None: no jail."""
+    package: str | None = None
+    """A work package's Developer (`P1`, or `merge-P2` for a conflict's merge), working beside others."""
+
+    @property
+    def role_dir_name(self) -> str:
+        """Its attempts' dir under the loop's roles/: the role, or `developer-P1` for a package's Developer."""
+        return f"{self.role}-{self.package}" if self.package else self.role
 
 
 @dataclass
@@ -93,9 +100,10 @@ class RoleRunner:
         """Where each role's attempts run (this machine's jail when a role has none here)."""
         self.continuity = Continuity()
 
-    def home(self, role: str) -> Path:
-        """The role's own config home, under its harness's (the jail hides the other roles')."""
-        return self.paths.harness_home(self.adapters[role].name) / role
+    def home(self, role: str, package: str | None = None) -> Path:
+        """The role's own config home, under its harness's (the jail hides the other roles'); a package's
+        Developer has its own, beside the others that run at once."""
+        return self.paths.harness_home(self.adapters[role].name) / (f"{role}-{package}" if package else role)
 
     def manifest(self, job: RoleJob, attempt: int) -> dict[str, Any]:
         adapter = self.adapters[job.role]
@@ -107,6 +115,7 @@ class RoleRunner:
             "writable": [self.paths.rel(p) for p in ((job.workdir,) if job.access == "write" else ()) + job.writable],
             "read_only": ["spec.md", "state/"] + ([] if job.access == "write" else [self.paths.rel(job.workdir)]),
             "mechanisms": job.mechanisms,
+            **({"package": job.package} if job.package else {}),
             # Which CLI ran the attempt, recorded before it starts: a transcript reader (`hoh.transcript`) needs
             # it to read a live stream, and hoh.yaml may name another harness by the time anyone reads it.
             "harness": adapter.name, "model": adapter.config.model,
@@ -121,7 +130,7 @@ class RoleRunner:
         adapter = self.adapters[job.role]
         for attempt in range(1, attempts + 1):
             self.gate(job.role)
-            attempt_dir = self.paths.loop(job.loop).attempt_dir(job.role, attempt)
+            attempt_dir = self.paths.loop(job.loop).attempt_dir(job.role_dir_name, attempt)
             attempt_dir.mkdir(parents=True, exist_ok=True)
             if attempt == 1:
                 prompt = first_prompt
@@ -135,18 +144,18 @@ class RoleRunner:
             # frozen inputs, its earlier attempts set aside), and the journal's lines keep its spend.
             atomic_write_text(attempt_dir / "prompt.md", prompt, durable=False)
             atomic_write_json(attempt_dir / "inputs.json", self.manifest(job, attempt), durable=False)
-            self.journal.append(ev.AttemptStarted(loop=job.loop, role=job.role, attempt=attempt))
+            self.journal.append(ev.AttemptStarted(loop=job.loop, role=job.role, attempt=attempt, package=job.package))
             # The events file and the adapter let live progress follow the attempt (its tokens, its last tool).
             self.notify("attempt", role=job.role, loop=job.loop, attempt=attempt,
-                        events=attempt_dir / "events.jsonl", adapter=adapter)
+                        events=attempt_dir / "events.jsonl", adapter=adapter, package=job.package)
 
-            home = self.home(job.role)
+            home = self.home(job.role, job.package)
             jail = replace(job.jail, writable=(*job.jail.writable, home)) if job.jail else None
             request = RoleRequest(
                 role=job.role, loop=job.loop, attempt=attempt, prompt=prompt, workdir=job.workdir,
                 access=job.access, writable=job.writable, home=home, wall_timeout=self.wall_timeout,
                 idle_timeout=self.idle_timeout, max_output_bytes=self.max_output, resume_session=session,
-                context=job.context, jail=jail, limits=self.limits)
+                context=job.context, jail=jail, limits=self.limits, package=job.package)
             request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
             areas = job.protected(attempt_dir)
             executor = self.executors.get(job.role, LOCAL)
@@ -157,7 +166,7 @@ class RoleRunner:
                     area.jailed = (jail is not None and isinstance(executor, LocalExecutor)
                                    and not jail.writes_into(area.work_tree))
             for found in self.continuity.check(areas):
-                self.journal.append(ev.ViolationBetweenRoles(loop=job.loop, role=job.role, area=found.area,
+                self.journal.append(ev.ViolationBetweenRoles(loop=job.loop, role=job.role_dir_name, area=found.area,
                                                              changes=found.changes))
             guard = Guard(areas)
             result, ended = self._call(adapter, request, attempt_dir)
@@ -185,10 +194,11 @@ class RoleRunner:
                                                    outcome=result.outcome.value, errors=errors,
                                                    usage=result.usage.to_json(), violations=len(violations),
                                                    seconds=result.duration_s, harness=adapter.name,
-                                                   model=adapter.config.model, cost_source=result.cost_source))
+                                                   model=adapter.config.model, cost_source=result.cost_source,
+                                                   package=job.package))
             self.notify("attempt_done", role=job.role, loop=job.loop, attempt=attempt, ok=ok,
                         outcome=result.outcome.value, seconds=result.duration_s, usage=result.usage,
-                        tool_calls=result.tool_calls, errors=errors)
+                        tool_calls=result.tool_calls, errors=errors, package=job.package)
             if ended is not None:
                 raise ended
             if ok:
@@ -204,7 +214,7 @@ class RoleRunner:
         meanwhile (then the attempt ends and the run with it). The usage of every rerun counts."""
         def spawned(pid: int) -> None:
             self.journal.append(ev.ProcessStarted(loop=request.loop, role=request.role, attempt=request.attempt,
-                                                  pid=pid, start_ticks=start_ticks(pid)))
+                                                  pid=pid, start_ticks=start_ticks(pid), package=request.package))
 
         backoff, waited, reruns, usage = list(self.backoff), 0.0, {"transient": 0, "quota": 0}, Usage()
         while True:
@@ -222,8 +232,8 @@ class RoleRunner:
                         f"policy.max_quota_wait_hours={self.max_quota_wait / 3600:g} allows hoh to wait")
                 self._set_aside(attempt_dir, "quota", reruns)
                 self.journal.append(ev.QuotaWait(loop=request.loop, role=request.role, attempt=request.attempt,
-                                                 until=round(until, 3), error=result.error))
-                self.notify("paused", role=request.role, until=until)
+                                                 until=round(until, 3), error=result.error, package=request.package))
+                self.notify("paused", role=request.role, until=until, package=request.package)
                 if stop := self._wait_until(until):
                     return result, stop
                 waited += max(0.0, until - now)
@@ -232,7 +242,7 @@ class RoleRunner:
                 self._set_aside(attempt_dir, "transient", reruns)
                 self.journal.append(ev.TransientFailure(loop=request.loop, role=request.role, attempt=request.attempt,
                                                         outcome=result.outcome.value, error=result.error,
-                                                        retry_in=delay))
+                                                        retry_in=delay, package=request.package))
                 self.sleep(delay)
             else:
                 return result, None

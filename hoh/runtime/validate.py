@@ -12,7 +12,7 @@ import re
 import stat
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..evidence.checks import spec_errors
@@ -69,6 +69,8 @@ class Expectations:
     verified_ids: set[str] | None = None
     check_ids: set[str] | None = None
     """The register's active checks: what QA may retire."""
+    developers: int = 1
+    """`policy.developers`: how many work packages a plan may have."""
 
     def __post_init__(self) -> None:
         if self.plan is not None:
@@ -100,6 +102,7 @@ def check_plan(plan: Plan, exp: Expectations) -> list[str]:
         unknown = sorted(set(preserve) - exp.behaviour_ids)
         if unknown:
             errors.append(f"preserve cites behaviour ids that are not verified behaviours: {', '.join(unknown)}")
+    errors += check_packages(plan, exp.developers)
     if plan.spec_complete:
         if exp.active_issue_ids:
             errors.append("spec_complete is impossible while issues are open: plan tasks for "
@@ -107,6 +110,53 @@ def check_plan(plan: Plan, exp: Expectations) -> list[str]:
         if exp.verified_ids is not None and not exp.verified_ids:
             errors.append("spec_complete needs verified behaviours for QA to check again; none is verified yet, so "
                           "plan tasks with acceptance conditions first")
+    return errors
+
+
+def _owned_path(raw: str) -> str | None:
+    """A package's owned path as a normalised project-relative path (a directory ends in /); None: outside."""
+    path = PurePosixPath(raw)
+    if path.is_absolute() or ".." in path.parts or raw.strip() in ("", ".", "./") or path.parts[:1] == (".git",):
+        return None
+    return path.as_posix() + ("/" if raw.endswith("/") else "")
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Two owned paths overlap when they are the same or one is a directory holding the other."""
+    return a == b or (a.endswith("/") and b.startswith(a)) or (b.endswith("/") and a.startswith(b))
+
+
+def check_packages(plan: Plan, developers: int) -> list[str]:
+    """Work packages: at most `developers`, every task in exactly one, owned paths inside the project and
+    never shared by two packages."""
+    if not plan.packages:
+        return []
+    if developers < 2:
+        return ["packages are only for Developers working at once (policy.developers > 1); leave packages out"]
+    errors = []
+    if len(plan.packages) > developers:
+        errors.append(f"at most {developers} packages (policy.developers); the plan has {len(plan.packages)}")
+    if dups := _duplicates([p.id for p in plan.packages]):
+        errors.append(f"package ids must be unique; repeated: {', '.join(dups)}")
+    placed = [task for p in plan.packages for task in p.tasks]
+    if dups := _duplicates(placed):
+        errors.append(f"every task in exactly one package; in several: {', '.join(dups)}")
+    tasks = [t.id for t in plan.tasks]
+    if unknown := sorted(set(placed) - set(tasks)):
+        errors.append(f"packages name tasks that are not in the plan: {', '.join(unknown)}")
+    if missing := [t for t in tasks if t not in placed]:
+        errors.append(f"every task in exactly one package; in none: {', '.join(missing)}")
+    owned: list[tuple[str, str]] = []
+    for package in plan.packages:
+        for raw in package.owns:
+            path = _owned_path(raw)
+            if path is None:
+                errors.append(f"package {package.id} owns {raw!r}, which is not a path inside the project")
+                continue
+            for other, theirs in owned:
+                if other != package.id and _overlap(path, theirs):
+                    errors.append(f"packages {other} and {package.id} overlap: both own {theirs!r} / {path!r}")
+            owned.append((package.id, path))
     return errors
 
 

@@ -225,6 +225,8 @@ class RoleSetAside(Event):
     loop: int
     role: str
     moved_to: str
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, or `merge-P2` for a conflict's merge)."""
 
 
 @event
@@ -235,6 +237,8 @@ class RoleFailed(Event):
     role: str
     attempts: int
     errors: list[str]
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, or `merge-P2` for a conflict's merge)."""
 
 
 @event
@@ -261,6 +265,8 @@ class AttemptStarted(Event):
     loop: int
     role: str
     attempt: int
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, or `merge-P2` for a conflict's merge)."""
 
 
 @event
@@ -282,6 +288,8 @@ class AttemptFinished(Event):
     """The role's harness and model (None: the harness's default model)."""
     cost_source: str | None = None
     """harness | price | table, or None when the cost is unknown (see `HarnessResult.cost_source`)."""
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, or `merge-P2` for a conflict's merge)."""
 
 
 @event
@@ -293,6 +301,8 @@ class ProcessStarted(Event):
     attempt: int
     pid: int
     start_ticks: int | None
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, or `merge-P2` for a conflict's merge)."""
 
 
 @event
@@ -305,6 +315,8 @@ class TransientFailure(Event):
     outcome: str
     error: str | None
     retry_in: float
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, or `merge-P2` for a conflict's merge)."""
 
 
 @event
@@ -317,6 +329,8 @@ class QuotaWait(Event):
     until: float
     """Epoch seconds: the reset the harness named (or hoh's guess when it named none)."""
     error: str | None
+    package: str | None = None
+    """The work package of a Developer working beside others (`P1`, or `merge-P2` for a conflict's merge)."""
 
 
 @event
@@ -398,6 +412,28 @@ class NotesTaken(Event):
     kind = "notes_taken"
     loop: int
     notes: list[str]
+
+
+@event
+class PackageMerged(Event):
+    """A work package's tree went into the loop's candidate (`runtime/packages.py`): cleanly, or through a
+    Developer's merge of its conflicts."""
+    kind = "package_merged"
+    loop: int
+    package: str
+    how: str
+    """clean | resolved."""
+    commit: str
+    """The merged tree so far, as a commit whose parent is A_{t-1}."""
+
+
+@event
+class PackageDropped(Event):
+    """A work package could not be merged (or its Developer failed): its tasks go to the next loop."""
+    kind = "package_dropped"
+    loop: int
+    package: str
+    reason: str
 
 
 KINDS: dict[str, type[Event]] = {cls.kind: cls for cls in Event.__subclasses__()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,9 @@ class Journal:
         self._seq = self._last_seq()
         self._content: bytearray | None = None  # the file as hoh left it, once the guard asks
         self._stat: tuple[int, ...] | None = None
+        self._lock = threading.RLock()
+        """Developers working at once append from their own threads, and each one's guard asks `untouched`:
+        an append and its stat are one step for every other thread."""
 
     def _last_seq(self) -> int:
         """The last complete line's sequence number, read from the end of the file (not the whole log)."""
@@ -104,6 +108,10 @@ class Journal:
         yield from parse_lines(self.path, lines)
 
     def append(self, event: Event) -> Record:
+        with self._lock:
+            return self._append(event)
+
+    def _append(self, event: Event) -> Record:
         self._seq += 1
         record = Record(self._seq, round(time.time(), 3), event)
         line = {"v": JOURNAL_SCHEMA_VERSION, "seq": record.seq, "time": record.time, **event.to_json()}
@@ -131,17 +139,19 @@ class Journal:
 
     def untouched(self) -> bool:
         """One stat: the file is exactly as hoh's last append left it."""
-        self._baseline()
-        try:
-            return _stat_key(os.stat(self.path)) == self._stat
-        except FileNotFoundError:
-            return self._stat is None
+        with self._lock:
+            self._baseline()
+            try:
+                return _stat_key(os.stat(self.path)) == self._stat
+            except FileNotFoundError:
+                return self._stat is None
 
     def restore(self) -> None:
         """Put back the journal as hoh wrote it."""
-        self._baseline()
-        atomic_write_bytes(self.path, bytes(self._content))
-        self._stat = _stat_key(os.stat(self.path))
+        with self._lock:
+            self._baseline()
+            atomic_write_bytes(self.path, bytes(self._content))
+            self._stat = _stat_key(os.stat(self.path))
 
     def _repair_torn_tail(self) -> None:
         """Drop a partial last line so the next event starts on its own line."""
@@ -356,7 +366,9 @@ class RunHistory:
         self._last_time = record.time
 
     def _attempt(self, ev: AttemptFinished) -> None:
-        self.live_processes, self.in_flight, self.quota_wait = [], None, None
+        if ev.package is None:  # a package's Developer ends beside others still running: their processes stay
+            self.live_processes = []
+        self.in_flight, self.quota_wait = None, None
         stats = self._loop(ev.loop)
         usage = Usage.from_json(ev.usage)
         stats.attempts[ev.role] += 1

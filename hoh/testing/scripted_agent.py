@@ -27,6 +27,9 @@ Script layout:
           probes: [...]                    # exploratory checks: only a failure's finding is reported
           reply: {findings: []}            # merged with what the checks found
 
+A work package's Developer (`policy.developers` > 1) takes `developer@P1` when the loop has one, else
+`developer`; a conflict's merge attempt takes `developer@merge-P2`.
+
 Actions: write {path, content}, delete PATH, run CMD (optional `save: PATH` for its output),
 sleep SECONDS, hang, crash CODE, print TEXT (a raw stdout line).
 
@@ -72,9 +75,11 @@ def expand(value: Any, facts: dict[str, str]) -> Any:
     return value
 
 
-def select_entry(script: dict[str, Any], loop: int, role: str, attempt: int) -> dict[str, Any]:
+def select_entry(script: dict[str, Any], loop: int, role: str, attempt: int, package: str | None = None) -> dict[str, Any]:
     loops = script.get("loops") or {}
     by_role = loops.get(loop, loops.get(str(loop)))
+    if package and by_role and f"{role}@{package}" in by_role:
+        role = f"{role}@{package}"  # a work package's own Developer (`developer@P1`, `developer@merge-P2`)
     if not by_role or role not in by_role:
         raise SystemExit(f"scripted agent: the script has no entry for loop {loop} role {role}")
     entry = by_role[role]
@@ -205,13 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     facts = {k: str(v) for k, v in json.loads(os.environ.get("HOH_SCRIPT_CONTEXT", "{}")).items()}
     facts.update(loop=str(args.loop), role=args.role, attempt=str(args.attempt))
     script = yaml.safe_load(args.script.read_text(encoding="utf-8")) or {}
-    entry = select_entry(script, args.loop, args.role, args.attempt)
+    entry = select_entry(script, args.loop, args.role, args.attempt, facts.get("package"))
     cwd = Path.cwd()
     env = dict(os.environ)
 
     emit({"type": "session", "id": f"scripted-{args.loop}-{args.role}-{args.attempt}"})
     if failing := entry.get("fail_runs"):
-        counter = Path.home() / ".scripted-agent" / f"runs-{args.loop}-{args.role}-{args.attempt}"
+        who = f"{args.role}-{facts['package']}" if facts.get("package") else args.role
+        counter = Path.home() / ".scripted-agent" / f"runs-{args.loop}-{who}-{args.attempt}"
         counter.parent.mkdir(parents=True, exist_ok=True)
         runs = int(counter.read_text()) if counter.exists() else 0
         counter.write_text(str(runs + 1))

@@ -155,7 +155,8 @@ def _arguments(entry: TranscriptEntry) -> dict[str, Any]:
 
 def _stem(t: Transcript, ref: AttemptRef | None) -> str:
     aside = f"-interrupted-{ref.set_aside}" if ref is not None and ref.interrupted else ""
-    return f"loop-{t.loop:04d}-{t.role}{aside}-attempt-{t.attempt}"
+    package = f"-{ref.package}" if ref is not None and ref.package else ""
+    return f"loop-{t.loop:04d}-{t.role}{package}{aside}-attempt-{t.attempt}"
 
 
 def _hoh_version() -> str:

@@ -24,7 +24,8 @@ __all__ = ["AttemptRef", "EntryKind", "Transcript", "TranscriptEntry", "attempts
 MAX_JSON_BYTES = 4 * 1024 * 1024
 """hoh's own small files (inputs.json, result.json) larger than this are not read: not hoh's."""
 ATTEMPT = re.compile(r"attempt-([0-9]{1,6})")
-SET_ASIDE = re.compile(r"(planner|developer|qa)\.interrupted-([0-9]{1,6})")
+ROLE_DIR = re.compile(r"(planner|developer|qa)(?:-((?:merge-)?P[0-9]{1,6}))?(?:\.interrupted-([0-9]{1,6}))?")
+"""A role's attempts' dir: the role (`developer-P1` a work package's Developer), set aside when interrupted."""
 RERUN = re.compile(r"events\.(transient|quota)-([0-9]{1,6})\.jsonl")
 RERUN_NOTE = {"transient": "this run ended in a transient failure (rate limit, network); hoh ran the attempt again",
               "quota": "this run hit the usage limit; hoh waited for its reset and ran the attempt again"}
@@ -42,6 +43,8 @@ class AttemptRef:
     set_aside: int | None = None
     """N of `<role>.interrupted-N`, for an interrupted attempt."""
     loop: int | None = None
+    package: str | None = None
+    """The work package of a Developer that worked beside others (`P1`, `merge-P2`)."""
 
 
 @dataclass
@@ -91,17 +94,26 @@ def attempts_of(loop_dir: Path) -> list[AttemptRef]:
     for role_dir in roles.iterdir():
         if role_dir.is_symlink() or not role_dir.is_dir():
             continue
-        aside = SET_ASIDE.fullmatch(role_dir.name)
-        role = aside[1] if aside else role_dir.name
-        if role not in ROLES:
+        named = ROLE_DIR.fullmatch(role_dir.name)
+        if named is None:
             continue
-        n = int(aside[2]) if aside else None
+        role, package = named[1], named[2]
+        n = int(named[3]) if named[3] else None
         for attempt_dir in role_dir.iterdir():
             match = ATTEMPT.fullmatch(attempt_dir.name)
             if match and attempt_dir.is_dir() and not attempt_dir.is_symlink():
-                ref = AttemptRef(role, int(match[1]), attempt_dir, n is not None, n, loop)
-                found.append((ROLES.index(role), n if n is not None else 1 << 30, ref.attempt, ref))
-    return [ref for *_key, ref in sorted(found, key=lambda item: item[:3])]
+                ref = AttemptRef(role, int(match[1]), attempt_dir, n is not None, n, loop, package)
+                # Packages side by side in package order; a conflict's merge after them.
+                found.append((ROLES.index(role), _package_order(package), n if n is not None else 1 << 30,
+                              ref.attempt, ref))
+    return [ref for *_key, ref in sorted(found, key=lambda item: item[:4])]
+
+
+def _package_order(package: str | None) -> tuple[int, int]:
+    if package is None:
+        return (0, 0)
+    merge = package.startswith("merge-")
+    return (2 if merge else 1, int(package.removeprefix("merge-P") if merge else package[1:]))
 
 
 def read_transcript(attempt_dir: Path) -> Transcript:
@@ -113,7 +125,8 @@ def read_transcript(attempt_dir: Path) -> Transcript:
     role, loop, attempt = _identity(attempt_dir, inputs)
     # A set-aside attempt was cut off and will never finish; any other without result.json is still running (or
     # its process died with hoh's, which only the next resume tells: it sets the attempt aside).
-    set_aside = SET_ASIDE.fullmatch(attempt_dir.parent.name) is not None
+    named = ROLE_DIR.fullmatch(attempt_dir.parent.name)
+    set_aside = named is not None and named[3] is not None
     interrupted = set_aside and result is None  # a set-aside role's earlier attempts may have finished
     live = result is None and not set_aside
     prompt = _text_file(attempt_dir / "prompt.md")
@@ -224,8 +237,8 @@ def _reruns(attempt_dir: Path) -> list[Path]:
 def _identity(attempt_dir: Path, inputs: dict[str, Any] | None) -> tuple[str, int, int]:
     """(role, loop, attempt): from the directory's place in the tree, which hoh chose, else from inputs.json."""
     match = ATTEMPT.fullmatch(attempt_dir.name)
-    aside = SET_ASIDE.fullmatch(attempt_dir.parent.name)
-    role = aside[1] if aside else attempt_dir.parent.name
+    named = ROLE_DIR.fullmatch(attempt_dir.parent.name)
+    role = named[1] if named else attempt_dir.parent.name
     loop_name = attempt_dir.parent.parent.parent.name
     inputs = inputs or {}
     return (role if role in ROLES else _str(inputs.get("role")) or role,

@@ -38,6 +38,8 @@ class AttemptRow:
     attempt: int
     interrupted: bool
     finished: AttemptFinished | None
+    package: str | None = None
+    """A work package's Developer (`P1`), shown beside the others of its loop."""
 
 
 @dataclass
@@ -59,12 +61,12 @@ def _ref(loop_dir: Path, ref: AttemptRef) -> str:
 
 def attempts(source: Source, t: int) -> list[AttemptRow]:
     loop_dir = source.paths.loop(t).dir
-    finished = {(ev.role, ev.attempt): ev for ev in model.facts(source)["attempts"].get(t, [])}
+    finished = {(ev.role, ev.package, ev.attempt): ev for ev in model.facts(source)["attempts"].get(t, [])}
     rows = []
     for ref in attempts_of(loop_dir):
         # A set-aside attempt's number is reused by the rerun, so the journal's record belongs to the live one.
-        done = None if ref.interrupted else finished.get((ref.role, ref.attempt))
-        rows.append(AttemptRow(_ref(loop_dir, ref), ref.role, ref.attempt, ref.interrupted, done))
+        done = None if ref.interrupted else finished.get((ref.role, ref.package, ref.attempt))
+        rows.append(AttemptRow(_ref(loop_dir, ref), ref.role, ref.attempt, ref.interrupted, done, ref.package))
     return rows
 
 
