@@ -94,6 +94,32 @@ def test_a_budget_stops_every_developer_before_its_next_attempt(tmp_path):
     assert [e["event"] for e in events(p)].count("budget_stop") >= 1
 
 
+def test_each_developer_working_holds_a_share_of_the_budget(tmp_path):
+    """Two Developers may not both start when the budget holds one more attempt but not two: the one that comes
+    second is stopped before its attempt, so the budget is passed by no more than one attempt's surprise, as with
+    one Developer."""
+    (tmp_path / "p").mkdir()
+    loops = {}
+    for t in (1, 2):
+        loop = two_packages(shared=False, sleep=0.2)
+        loop["planner"]["usage"] = {"input_tokens": 50, "output_tokens": 50}
+        loop["qa"]["usage"] = {"input_tokens": 50, "output_tokens": 50}
+        for pid in ("P1", "P2"):
+            loop[f"developer@{pid}"]["usage"] = {"input_tokens": 400, "output_tokens": 100}
+        loops[t] = loop
+    p = Project(tmp_path / "p", {"schema_version": 1, "loops": loops})
+    # After loop 1 and loop 2's Planner: 1,300 spent; one more Developer attempt (500) fits in 2,000, two do not.
+    report = api.build(p.spec, p.ws, p.config(2, {"policy.developers": 2, "budget.tokens": 2000}))
+    assert report.status == "budget_exhausted"
+    started = [e for e in events(p) if e["event"] == "attempt_started" and e.get("package") and e["loop"] == 2]
+    assert len(started) == 1
+    stop = next(e for e in events(p) if e["event"] == "budget_stop")
+    assert (stop["loop"], stop["role"], stop["spent"], stop["estimate"]) == (2, "developer", 1300, 1000)
+    spent = sum(sum(e["usage"][k] for k in ("input_tokens", "output_tokens")) for e in events(p)
+                if e["event"] == "attempt_finished")
+    assert spent == 1800  # within the budget: the estimates held
+
+
 # ---- the benchmark's smoke run (must show 4 is its full run: benchmarks/README.md) ----------------------------
 def test_the_parallel_developers_benchmark_prints_its_figures(tmp_path):
     bench = REPO / "benchmarks" / "perf" / "parallel_developers.py"
@@ -107,33 +133,3 @@ def test_the_parallel_developers_benchmark_prints_its_figures(tmp_path):
         assert 0 < spread["min"] <= spread["median"] <= spread["max"]
     assert figures["ratios"]["2/1"] == figures["loop_seconds"]["2"]["median"] / figures["loop_seconds"]["1"]["median"]
     assert list(tmp_path.iterdir()) == []  # its temp dir honoured HOH_BENCH_TMP and is gone
-
-
-def test_two_equal_packages_take_at_most_0_6_of_one_developer_s_loop(tmp_path):
-    # Must show 4, measured: two packages of 2 x 4 s against one Developer doing all 4 x 4 s (the Planner's and
-    # QA's time in both loops).
-    bench = REPO / "benchmarks" / "perf" / "parallel_developers.py"
-    result = subprocess.run([sys.executable, str(bench), "--units", "4", "--seconds", "4", "--rounds", "1",
-                             "--ks", "1,2", "--json"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                            env={"PATH": "/usr/bin:/bin", "HOH_BENCH_TMP": str(tmp_path)}, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
-    figures = json.loads(result.stdout)
-    assert figures["ratios"]["2/1"] <= 0.6 and figures["missed"] == []
-    assert figures["loop_seconds"]["1"]["median"] >= 16  # the units' fixed time really was spent
-
-
-def test_a_usage_limit_pauses_one_developer_while_the_other_goes_on(tmp_path):
-    limit = "You've hit your usage limit. Upgrade to Pro or try again in 4 seconds."
-    (tmp_path / "p").mkdir()
-    loop = two_packages(shared=False, sleep=0.2)
-    loop["developer@P2"]["fail_runs"] = {"times": 1, "message": limit}
-    p = Project(tmp_path / "p", {"schema_version": 1, "loops": {1: loop}})
-    report = api.build(p.spec, p.ws, p.config(1, {"policy.developers": 2, "policy.transient_retries": 0}))
-    assert report.status == "finished"
-    journal = events(p)
-    [wait] = [e for e in journal if e["event"] == "quota_wait"]
-    assert wait["package"] == "P2" and 3 < wait["until"] - wait["time"] <= 5
-    finished = {e["package"]: e for e in journal if e["event"] == "attempt_finished" and e.get("package")}
-    assert finished["P1"]["time"] < wait["until"] < finished["P2"]["time"]  # P1 did not wait for P2's reset
-    assert all(e["ok"] and e["attempt"] == 1 for e in finished.values())  # the wait cost no attempt
-    assert "usage limit" in (p.ws / "state/loops/0001/roles/developer-P2/attempt-1/events.quota-1.jsonl").read_text()

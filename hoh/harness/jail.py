@@ -130,8 +130,7 @@ def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:
     args: list[str] = []
     shown: dict[str, str] = {}  # path → how it was last shown; the deepest shown ancestor (or itself) decides
     for path, how in mounts:
-        inner = next((shown[a] for a in _self_and_parents(path) if a in shown), None)
-        if how == "--ro-bind" and inner == "--ro-bind":
+        if how == "--ro-bind" and next((shown[a] for a in _self_and_parents(path) if a in shown), None) == how:
             continue
         shown[path] = how
         args += [how, path] if how == "--tmpfs" else [how, path, path]

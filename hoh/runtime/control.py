@@ -54,11 +54,12 @@ class RunControl:
             self.notify("stopping", source=source)
         return StopRequested(f"stopped by {source} before the next role attempt")
 
-    def before_attempt(self, role: str) -> None:
-        """Before every role attempt: a stop request, then the budgets."""
+    def before_attempt(self, role: str, running: int = 0) -> None:
+        """Before every role attempt: a stop request, then the budgets (`running`: other attempts of the role under
+        way, Developers working at once, whose share the budget must hold too)."""
         if requested := self.stop_requested():
             raise requested
-        if found := self.budget.check(role):
+        if found := self.budget.check(role, running):
             key, limit, used, estimate = found
             self.journal.append(ev.BudgetStop(loop=self.loop, role=role, budget=key, limit=limit,
                                               spent=used, estimate=estimate))

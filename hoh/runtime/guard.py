@@ -60,7 +60,7 @@ class HashCache:
             return None
         key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         known = self._listings.get((directory, top))
-        if known is not None and known[0] == key and known[2] == ignore and known[1] == skip:
+        if known is not None and known[0] == key and known[2] == ignore and (known[1] is skip or known[1] == skip):
             return known[3]
         try:
             with os.scandir(directory) as entries:

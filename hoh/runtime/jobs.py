@@ -138,7 +138,8 @@ class JobFactory:
             if has:
                 found.append(name)
         if found != self._hidden[0]:
-            self._hidden = (found, tuple(loops / name / "roles" for name in found))
+            known = dict(zip(self._hidden[0], self._hidden[1]))  # the next loop adds one: no path made again
+            self._hidden = (found, tuple(known.get(name) or loops / name / "roles" for name in found))
         return (loops,), self._hidden[1]
 
     def _project(self) -> WorkTreeArea:

@@ -142,13 +142,17 @@ class ParallelDevelopers:
                 rt.notify(*args, **kwargs)
 
         gate_lock, cancelled = threading.Lock(), threading.Event()
+        working: set[int] = set()  # the Developers (threads) that started an attempt and have not ended
 
         def gate(role: str) -> None:
             # One at a time: a stop request or a budget is journaled once; after an interrupt no attempt starts.
+            # Each Developer working holds a share of the budget: its next attempt's estimate.
             with gate_lock:
                 if cancelled.is_set():
                     raise RunEnded("interrupted: another Developer's run ended")
-                rt.control.before_attempt(role)
+                me = threading.get_ident()
+                rt.control.before_attempt(role, running=len(working - {me}))
+                working.add(me)
 
         first_error: list[BaseException] = []
 
@@ -166,6 +170,9 @@ class ParallelDevelopers:
                         first_error.append(err)
                         cancelled.set()
                 raise
+            finally:
+                with gate_lock:
+                    working.discard(threading.get_ident())
 
         for package in todo:
             # Before any Developer starts: a rename in state/ while another one's guard watches is a change of it.

@@ -4,7 +4,8 @@ and the check before every role attempt.
 The estimate of an attempt is the largest earlier attempt of the same role (0 before its first). A
 run stops when what is spent plus that estimate would pass a budget, or once a budget is reached; so
 a budget is passed by at most one attempt's actual spend (an attempt larger than any before it), and
-that overrun is reported by `figures`.
+that overrun is reported by `figures`. Developers working at once (`packages.py`) each hold a share: an
+attempt starts only if the budget also covers the estimate of every other attempt running meanwhile.
 """
 
 from __future__ import annotations
@@ -55,15 +56,16 @@ class BudgetGate:
     def __init__(self, config: BudgetConfig, history: RunHistory, clock: Callable[[], float] = time.time):
         self.config, self.history, self.clock = config, history, clock
 
-    def check(self, role: str) -> tuple[str, float, float, float] | None:
-        """The first budget the next attempt of `role` would pass: (key, limit, spent, estimate), else None."""
+    def check(self, role: str, running: int = 0) -> tuple[str, float, float, float] | None:
+        """The first budget the next attempt of `role` would pass, with `running` other attempts of the role under
+        way: (key, limit, spent, estimate of them all), else None."""
         if all(getattr(self.config, key) is None for key in KEYS):
             return None  # no budget: nothing to sum over the run's loops before every attempt
         used, next_one = spent(self.history, self.clock()), estimate(self.history, role)
         for key in KEYS:
-            limit = getattr(self.config, key)
-            if limit is not None and (used[key] >= limit or used[key] + next_one[key] > limit):
-                return key, float(limit), float(used[key]), float(next_one[key])
+            limit, ahead = getattr(self.config, key), next_one[key] * (running + 1)
+            if limit is not None and (used[key] >= limit or used[key] + ahead > limit):
+                return key, float(limit), float(used[key]), float(ahead)
         return None
 
     @staticmethod
@@ -71,5 +73,5 @@ class BudgetGate:
         over = f", {describe(key, used - limit)} over it (the last attempt was larger than any before)" \
             if used > limit else ""
         why = (f"{describe(key, used)} spent{over}" if used >= limit else
-               f"{describe(key, used)} spent and the {role}'s largest attempt took {describe(key, next_one)}")
+               f"{describe(key, used)} spent and the {role}'s next attempts may take {describe(key, next_one)}")
         return BudgetExhausted(f"budget.{key} of {describe(key, limit)} would be passed: {why}")
