@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -135,6 +136,14 @@ def wait_for(predicate, timeout: float, what: str, every: float = 0.2) -> Any:
             return found
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def crash_copy(ws: Path, dest: Path, mode: str, point: int) -> subprocess.CompletedProcess:
+    """A copy of workspace `ws` at `dest`, resumed by `crash_driver.py` until its `point`-th `mode` write point
+    (0: none; it then prints how many the loop made)."""
+    shutil.copytree(ws, dest, symlinks=True)
+    return subprocess.run([sys.executable, str(REPO / "tests" / "crash_driver.py"), mode, str(point), str(dest)],
+                          capture_output=True, text=True)
 
 
 def run_hoh(*args: Any, cwd: Path | None = None, timeout: float = 120,

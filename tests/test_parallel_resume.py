@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, Project, mini_loop, run_hoh
+from conftest import Project, crash_copy, mini_loop, run_hoh
 from test_parallel import RESOLVE, journal, two_packages
 
 from hoh import api
@@ -72,10 +72,7 @@ def after_loop_one(tmp_path_factory):
     assert json.loads((reference / "state/loops/0002/merge.json").read_text())["merged"][1]["how"] == "resolved"
     counts = {}
     for mode in ("journal", "write"):
-        probe = root / f"probe-{mode}"
-        shutil.copytree(p.ws, probe, symlinks=True)
-        proc = subprocess.run([sys.executable, str(REPO / "tests" / "crash_driver.py"), mode, "0", str(probe)],
-                              capture_output=True, text=True)
+        proc = crash_copy(p.ws, root / f"probe-{mode}", mode, 0)
         assert proc.returncode == 3, proc.stderr
         counts[mode] = int(proc.stdout)
     return p.ws, snapshot(reference), counts
@@ -91,9 +88,7 @@ def test_a_crash_at_a_step_of_a_parallel_loop_resumes_to_the_same_state(after_lo
     if point > counts[mode]:
         pytest.skip(f"loop 2 makes only {counts[mode]} {mode} points")
     crashed = tmp_path / "ws"
-    shutil.copytree(ws, crashed, symlinks=True)
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "crash_driver.py"), mode, str(point), str(crashed)],
-                          capture_output=True, text=True)
+    proc = crash_copy(ws, crashed, mode, point)
     assert proc.returncode == 137, proc.stderr
     report = api.resume(crashed)
     assert report.status == "finished" and report.loops_finished == 2

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DEMO, REPO, mini_script, run_hoh
+from conftest import DEMO, crash_copy, mini_script, run_hoh
 
 from hoh import api
 from hoh.errors import WorkspaceBusy
@@ -70,10 +70,7 @@ def count_points(ws: Path, root: Path) -> dict[str, int]:
     """How many journal appends and state writes an uninterrupted loop 2 makes."""
     counts = {}
     for mode in ("journal", "write"):
-        probe = root / f"probe-{mode}"
-        shutil.copytree(ws, probe, symlinks=True)
-        proc = subprocess.run([sys.executable, str(REPO / "tests" / "crash_driver.py"), mode, "0", str(probe)],
-                              capture_output=True, text=True)
+        proc = crash_copy(ws, root / f"probe-{mode}", mode, 0)
         assert proc.returncode == 3, proc.stderr
         counts[mode] = int(proc.stdout)
     return counts
@@ -89,9 +86,7 @@ def test_interruption_at_every_step_resumes_to_the_same_state(after_loop_one, tm
     if point > counts[mode]:
         pytest.skip(f"loop 2 makes only {counts[mode]} {mode} points")
     crashed = tmp_path / "ws"
-    shutil.copytree(ws, crashed, symlinks=True)
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "crash_driver.py"), mode, str(point), str(crashed)],
-                          capture_output=True, text=True)
+    proc = crash_copy(ws, crashed, mode, point)
     assert proc.returncode == 137, proc.stderr
     report = api.resume(crashed)
     assert report.status == "finished" and report.loops_finished == 2

@@ -73,14 +73,14 @@ class LooseObjects:
                 entries.append((name, EXECUTABLE_MODE if st.st_mode & stat.S_IXUSR else FILE_MODE, blob))
             else:
                 return False
-        if not entries:
-            return None
-        entries.sort()  # git orders a tree's entries by name, a subtree's name as if it ended in "/"
-        return self.write(b"tree", b"".join(mode + b" " + key.rstrip(b"/") + b"\0" + bytes.fromhex(oid)
-                                            for key, mode, oid in entries))
+        return self._write_tree(entries) if entries else None
 
     def tree(self, entries: dict[str, str]) -> str:
         """A tree of subtrees: name → tree id."""
-        ordered = sorted((os.fsencode(name) + b"/", oid) for name, oid in entries.items())
-        return self.write(b"tree", b"".join(TREE_MODE + b" " + key[:-1] + b"\0" + bytes.fromhex(oid)
-                                            for key, oid in ordered))
+        return self._write_tree([(os.fsencode(name) + b"/", TREE_MODE, oid) for name, oid in entries.items()])
+
+    def _write_tree(self, entries: list[tuple[bytes, bytes, str]]) -> str:
+        """(sort key: the name, a subtree's ending in "/"; mode; id) → the tree's id. git orders a tree's entries
+        by name, a subtree's name as if it ended in "/"."""
+        return self.write(b"tree", b"".join(mode + b" " + key.rstrip(b"/") + b"\0" + bytes.fromhex(oid)
+                                            for key, mode, oid in sorted(entries)))

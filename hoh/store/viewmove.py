@@ -80,17 +80,14 @@ def apply(dest: Path, changes: list[Change], contents: Callable[[str], bytes]) -
     mask = umask()
     for change in sorted(changes, key=lambda c: c.path, reverse=True):
         path = dest / change.path
-        if change.status != "A" and (path.is_symlink() or path.exists()):
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-            if change.status == "D":
-                _prune(dest, path.parent)
+        if change.status != "A" and _remove(path) and change.status == "D":
+            _prune(dest, path.parent)
     for change in sorted(changes, key=lambda c: c.path):
         if change.status == "D":
             continue
         path = dest / change.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_symlink() or path.exists():
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        _remove(path)
         data = contents(change.blob)
         if change.mode == LINK:
             os.symlink(os.fsdecode(data), path)
@@ -99,6 +96,17 @@ def apply(dest: Path, changes: list[Change], contents: Callable[[str], bytes]) -
                      (0o777 if change.mode == EXECUTABLE else 0o666) & ~mask)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+
+
+def _remove(path: Path) -> bool:
+    """Remove whatever is at `path` (a link as itself); whether there was something."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():
+        path.unlink()
+    else:
+        return False
+    return True
 
 
 def _prune(dest: Path, directory: Path) -> None:
