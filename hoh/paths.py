@@ -14,6 +14,7 @@
       scratch/                  disposable: role homes, QA's view of the candidate, QA's evidence
         view/                     the frozen candidate as plain files (read-only for QA), moved from
                                   candidate to candidate by git
+        loops-view/               state/loops without roles/, hard links: the Planner's state/loops
         loop-0007/qa/             QA's scratch, emptied before and after QA runs
         loop-0007/packages/P1/    a work package's copy of A_{t-1}, its Developer's working dir (P1.index its index)
           evidence/               QA's evidence dir (its only writable area)
@@ -106,6 +107,11 @@ class WorkspacePaths:
     @property
     def view(self) -> Path:
         return self.scratch / "view"
+
+    @property
+    def loops_view(self) -> Path:
+        """state/loops without the roles' transcripts, as the Planner's jail shows it (`runtime/loopsview.py`)."""
+        return self.scratch / "loops-view"
 
     @property
     def scratch(self) -> Path:

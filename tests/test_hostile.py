@@ -106,6 +106,13 @@ CASES = [
          [{"run": f"umount -l {W}/state/loops/0001/roles; "
                   f"cp {W}/state/loops/0001/roles/developer/attempt-1/prompt.md $HOME/leak.txt"}],
          home_lacks("planner", "leak.txt"), loop=2),
+    Case("planner-unmounts-the-loops-view", "planner",
+         [{"run": f"umount -l {W}/state/loops; umount -l {W}/state; "
+                  f"cp {W}/state/loops/0001/roles/developer/attempt-1/prompt.md $HOME/leak.txt"}],
+         home_lacks("planner", "leak.txt"), loop=2),
+    Case("planner-edits-a-past-loop-through-its-view", "planner",
+         [{"run": f"echo {MARK} >> {W}/state/loops/0001/qa.json; echo {MARK} >> {W}/scratch/loops-view/0001/qa.json"}],
+         unchanged("state/loops/0001/qa.json"), loop=2),
     Case("planner-reads-the-journal", "planner", [{"run": f"cp {W}/state/journal.jsonl $HOME/journal.txt"}],
          home_lacks("planner", "journal.txt"), loop=2),
     Case("qa-reads-the-developers-home", "qa",

@@ -65,6 +65,9 @@ class JailSpec:
     """Bound read-only: the role's frozen inputs, the project or candidate it reads, extra tool dirs."""
     hidden: tuple[Path, ...] = ()
     """Empty directories over these, inside something bound (a workspace inside the project)."""
+    shown_as: tuple[tuple[Path, Path], ...] = ()
+    """(what, where): the directory `what` bound read-only at the path `where` (the Planner's view of
+    state/loops, `runtime/loopsview.py`, shown at state/loops)."""
     network: Network = Network.egress
     allow_hosts: tuple[str, ...] = ()
     """Hosts the egress lets this role reach besides its model endpoint."""
@@ -112,6 +115,10 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None =
     return [*args, "--remount-ro", "/", "--chdir", str(cwd), "--", *argv]
 
 
+MOVED = "moved"
+"""A read-only bind of another directory at the path (`JailSpec.shown_as`)."""
+
+
 def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:
     """Every bind of the allowlist, outer paths first so a deeper one wins (QA's writable evidence dir
     inside a read-only area, a hidden workspace inside the project); a read-only path already shown by
@@ -123,17 +130,19 @@ def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:
     tools = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), *_path_dirs(), *_program_dirs(program)]
     writable = {found for p in spec.writable if (found := resolve(p)) is not None}
     read_only = {found for p in (*system, *tools, *spec.read_only, cwd) if (found := resolve(p)) is not None} - writable
-    mounts = [(p, "--ro-bind") for p in read_only] + [(p, "--bind") for p in writable]
-    mounts += [(found, "--tmpfs") for p in spec.hidden if (found := resolve(p)) is not None]
+    mounts = [(p, "--ro-bind", p) for p in read_only] + [(p, "--bind", p) for p in writable]
+    mounts += [(found, "--tmpfs", "") for p in spec.hidden if (found := resolve(p)) is not None]
+    mounts += [(where, MOVED, what) for source, dest in spec.shown_as
+               if (what := resolve(source)) is not None and (where := resolve(dest)) is not None]
     # A path stays under /tmp when it is deeper than the private /tmp mounted before it.
     mounts.sort(key=lambda m: (_depth(m[0]), m[1] != "--tmpfs", m[0]))
     args: list[str] = []
     shown: dict[str, str] = {}  # path → how it was last shown; the deepest shown ancestor (or itself) decides
-    for path, how in mounts:
+    for path, how, source in mounts:
         if how == "--ro-bind" and next((shown[a] for a in _self_and_parents(path) if a in shown), None) == how:
             continue
-        shown[path] = how
-        args += [how, path] if how == "--tmpfs" else [how, path, path]
+        shown[path] = how  # under a MOVED bind a path is another file: it is bound again
+        args += [how, path] if how == "--tmpfs" else ["--ro-bind" if how == MOVED else how, source, path]
     return args
 
 

@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
@@ -23,7 +23,8 @@ from ..store.git import History
 from ..store.journal import Journal
 from ..store.mirror import ProjectMirror
 from ..store.notes import Note
-from ..store.seal import SealedState, loop_dir
+from ..store.seal import SealedState
+from .loopsview import LoopsView
 from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .roles import RoleJob
 
@@ -50,6 +51,13 @@ def _not_an_attempt_log(rel: str) -> bool:
     return "/roles/" not in f"/{rel}"
 
 
+class _Shown(NamedTuple):
+    """What of state/loops a jail shows, in JailSpec's terms."""
+    read_only: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    shown_as: tuple[tuple[Path, Path], ...] = ()
+
+
 def schema_text(name: str) -> str:
     return json.dumps(schema(name), indent=2)
 
@@ -64,9 +72,7 @@ class JobFactory:
         self.ignore = config.guard.ignore
         self.spec_text = paths.spec.read_text(encoding="utf-8")
         self.cache = HashCache()  # one for the run: files are hashed again only when their stat changes
-        self._has_roles: dict[str, bool] = {}
-        """A sealed loop dir's name → whether it holds a roles/ (`_evidence_dirs`)."""
-        self._hidden: tuple[list[str], tuple[Path, ...]] = ([], ())
+        self.loops_view = LoopsView(paths.loops, paths.loops_view, sealed)
 
     def _fixed_files(self, attempt_dir: Path, head: str, read_only_project: bool,
                      beside: "PackageSet | None" = None) -> list[Area]:
@@ -101,7 +107,8 @@ class JobFactory:
         return areas
 
     def _jail(self, role: str, inputs: list[Path], writable: tuple[Path, ...] = (),
-              read_only: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> JailSpec | None:
+              read_only: tuple[Path, ...] = (), hidden: tuple[Path, ...] = (),
+              shown_as: tuple[tuple[Path, Path], ...] = ()) -> JailSpec | None:
         """What the OS jail shows this role: its frozen inputs and what it reads, read-only; what it may
         write; nothing else of the workspace (the role's own home is added by the runner). None when
         `sandbox.mode` is off on this machine; in an environment (`--env`) it is what goes in and what comes out."""
@@ -113,34 +120,21 @@ class JobFactory:
         if hosts is None:
             hosts = list(registry_hosts())
         return JailSpec(writable=writable, read_only=(*inputs, *read_only, *map(Path, sandbox.read_only_paths)),
-                        hidden=((root,) if root.is_relative_to(project) else ()) + hidden,
+                        hidden=((root,) if root.is_relative_to(project) else ()) + hidden, shown_as=shown_as,
                         network=Network(sandbox.network), allow_hosts=tuple(hosts),
                         tmp_bytes=sandbox.limits.tmp_mb * 2**20)
 
-    def _evidence_dirs(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-        """The earlier loops' state the index points the Planner to, without any role's prompt or transcript:
-        (state/loops read-only, each loop's roles/ hidden)."""
+    def _evidence_dirs(self) -> "_Shown":
+        """How the Planner is shown the earlier loops' state without any role's prompt or transcript: in this
+        machine's jail, their view (`loopsview.py`) bound at state/loops; in an environment, state/loops with
+        each loop's roles/ left out of what travels there."""
         loops = self.paths.loops
         if not loops.is_dir():
-            return (), ()
-        # Every dir there, not only the loops hoh numbered: whatever holds a roles/ stays hidden. A sealed loop's
-        # answer is kept (no role can change a sealed loop: its guard puts it back), so each Planner looks again
-        # only at the loops not sealed.
-        names = sorted(os.listdir(loops))
-        sealed = {loop_dir(t).rpartition("/")[2] for t in self.sealed.sealed_loops()}
-        found = []
-        for name in names:
-            has = self._has_roles.get(name)
-            if has is None:
-                has = os.path.isdir(os.path.join(loops, name, "roles"))
-                if name in sealed:
-                    self._has_roles[name] = has
-            if has:
-                found.append(name)
-        if found != self._hidden[0]:
-            known = dict(zip(self._hidden[0], self._hidden[1]))  # the next loop adds one: no path made again
-            self._hidden = (found, tuple(known.get(name) or loops / name / "roles" for name in found))
-        return (loops,), self._hidden[1]
+            return _Shown()
+        if self.config.jailed_here:
+            return _Shown(shown_as=((self.loops_view.update(), loops),))
+        hidden = [loops / name / "roles" for name in sorted(os.listdir(loops))]
+        return _Shown(read_only=(loops,), hidden=tuple(p for p in hidden if p.is_dir()))
 
     def _project(self) -> WorkTreeArea:
         return WorkTreeArea("project", self.repo, self.paths.project, self.repo.index, self.ignore)
@@ -155,7 +149,7 @@ class JobFactory:
         """The Planner's job; `notes` are a human's (`hoh note`), frozen with its inputs like the spec."""
         feedback = self.config.mechanisms.evidence_feedback
         inputs = [self.paths.spec, *(note.path for note in notes)]
-        evidence, transcripts = self._evidence_dirs() if feedback else ((), ())
+        evidence = self._evidence_dirs() if feedback else _Shown()
         index_text = ""
         if feedback:
             inputs += [p for p in (self.paths.index, self.paths.ledger) if p.exists()]
@@ -175,7 +169,8 @@ class JobFactory:
             project={"commit": base_commit, "tree": self.repo.tree_of(base_commit)},
             protected=lambda adir: [*self._fixed_files(adir, base_commit, True), self._project()],
             context=self._context(), mechanisms=self._mechanisms(),
-            jail=self._jail("planner", inputs, read_only=(self.paths.project, *evidence), hidden=transcripts),
+            jail=self._jail("planner", inputs, read_only=(self.paths.project, *evidence.read_only),
+                            hidden=evidence.hidden, shown_as=evidence.shown_as),
         )
 
     def developer(self, loop: int, base_commit: str, plan: Plan, plan_md: str) -> RoleJob:

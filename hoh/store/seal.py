@@ -69,6 +69,8 @@ class SealedState:
         """Sealed directory → the sealed files directly in it."""
         self._watch: DirWatch | None = None
         self._sealed_dirs: tuple[Path, ...] | None = None
+        self.restores = 0
+        """How many times sealed files were put back (what was made of them before is stale: `LoopsView`)."""
 
     def _git(self, *args: str, index: Path | None = None, binary: bool = False):
         return self.history.git(*args, work_tree=self.state_dir, index=index or self.index, binary=binary)
@@ -251,6 +253,7 @@ class SealedState:
 
     def restore(self, changes: list[str]) -> None:
         self._ensure_index()
+        self.restores += 1  # first: a restore cut off halfway has changed files too
         for change in changes:
             kind, _, rel = change.partition(" ")
             if kind == "changed":
