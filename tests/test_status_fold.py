@@ -241,6 +241,29 @@ def test_a_save_that_goes_on_from_the_last_writes_what_a_save_from_nothing_write
     assert binds(long) and api.status(long) == without_checkpoint(long)
 
 
+def test_a_loop_s_end_writes_the_checkpoint_again_only_once_the_journal_grew_past_it(long):
+    """The checkpoint grows with the run: at a loop's end it is written only once the tail a reader must fold
+    after it reaches `LOOP_END_TAIL`, and status is the full fold's meanwhile."""
+    paths = WorkspacePaths(long)
+    data = paths.journal.read_bytes()
+    ends = [at + 1 for at, byte in enumerate(data) if byte == ord("\n")]
+    half = ends[len(ends) // 2]
+    paths.journal.write_bytes(data[:half])
+    assert fold.save(paths)  # a session's first save always writes
+    before = paths.fold.read_bytes()
+    small = next(end for end in ends if end - half >= 2000)
+    with open(paths.journal, "ab") as fh:
+        fh.write(data[half:small])
+    assert not fold.save(paths, unless_tail_under=4096) and paths.fold.read_bytes() == before
+    assert api.status(long) == without_checkpoint(long)
+    big = next(end for end in ends if end - half >= 4096)
+    with open(paths.journal, "ab") as fh:
+        fh.write(data[small:big])
+    assert fold.save(paths, unless_tail_under=4096) and binds(long)
+    assert json.loads(paths.fold.read_bytes().split(b"\n")[0])["offset"] == big
+    same_fold(long)
+
+
 def test_a_journal_rewritten_under_the_writer_never_gives_a_checkpoint_that_binds_to_other_bytes(long):
     paths = WorkspacePaths(long)
     assert fold.save(paths)

@@ -17,7 +17,6 @@ Each issue gets one history entry per loop that touched it, carrying the loop's 
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -26,7 +25,7 @@ from ..errors import StateError
 from ..fsutil import atomic_write_bytes, load_state
 from ..records import CheckResult, DeveloperReport, Finding, Plan, QaReport, record_of
 from .checks import BrokenCheck
-from .ledger_file import LEDGER_SCHEMA_VERSION, LastCopy, encode, shape_problem
+from .ledger_file import LEDGER_SCHEMA_VERSION, LastCopy, SavedLines, shape_problem
 
 SEVERITY_RANK = {"blocker": 0, "major": 1, "minor": 2, "note": 3}
 STATUS_RANK = {"reopened": 0, "open": 1, "fixed_pending_verify": 2, "closed": 3}
@@ -76,9 +75,7 @@ class Ledger:
         self._ranked: list[tuple[int, int, int, str]] = []
         """`_rank` of every active issue, sorted."""
         self._verified: list[dict[str, Any]] | None = None
-        self._lines: dict[tuple[str, str], str] = {}
-        """(section, id) → the item's line in ledger.json as last saved; `_changed` ones are written anew."""
-        self._changed: set[tuple[str, str]] = set()
+        self._lines = SavedLines()
         self._dirty = False
         """Changed since it was read or saved: `load` reads the file again rather than return it."""
         for issue in self.data["issues"]:
@@ -118,23 +115,15 @@ class Ledger:
         return ledger
 
     def save(self, path: Path) -> None:
-        """One issue or behaviour per line (`ledger_file.encode`); only the lines of what changed since the
-        last save are encoded again. Written whole and atomically: a crash leaves the old file."""
-        data = encode(self.data, self._line)
+        """One issue or behaviour per line; only what changed since the last save is encoded again
+        (`ledger_file.SavedLines`). Written whole and atomically: a crash leaves the old file."""
+        data = self._lines.encode(self.data)
         atomic_write_bytes(path, data)
-        self._changed.clear()
         self._dirty = False
         _LAST.put(path, data, self)
 
-    def _line(self, section: str, item: dict[str, Any]) -> str:
-        key = (section, item["id"])
-        line = self._lines.get(key)
-        if line is None or key in self._changed:
-            line = self._lines[key] = json.dumps(item, ensure_ascii=False)
-        return line
-
     def _change(self, section: str, item_id: str) -> None:
-        self._changed.add((section, item_id))
+        self._lines.changed.add((section, item_id))
         self._dirty = True
         if section == "behaviours":
             self._verified = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 LEDGER_SCHEMA_VERSION = 1
 ISSUE_KEYS = {"id", "title", "severity", "status", "first_loop", "last_loop", "regressions", "history"}
@@ -30,15 +30,54 @@ def shape_problem(data: dict[str, Any], statuses: Any) -> str | None:
     return None
 
 
-def encode(data: dict[str, Any], line: Callable[[str, dict[str, Any]], str]) -> bytes:
-    """One issue or behaviour per line (`line(section, item)`: its JSON): readable, diffable, and fast to write
-    at thousands of issues (an indented dump goes through json's slow pure-Python encoder)."""
-    head = {k: v for k, v in data.items() if k not in SECTIONS}
-    parts = [json.dumps(head, ensure_ascii=False)[:-1]]
-    for section in SECTIONS:
-        rows = ",\n".join(line(section, item) for item in data[section])
-        parts.append(f', "{section}": [\n{rows}\n]' if rows else f', "{section}": []')
-    return ("".join(parts) + "}\n").encode("utf-8")
+class SavedLines:
+    """The file's lines as last saved: one issue or behaviour per line (its JSON), readable, diffable, and fast
+    to write at thousands of issues (an indented dump goes through json's slow pure-Python encoder). The
+    ledger grows with the run and is saved every loop, so a save encodes only the items `changed` since the
+    last, and joins again only the chunks of ROWS_CHUNK lines that hold one."""
+
+    ROWS_CHUNK = 64
+
+    def __init__(self) -> None:
+        self.changed: set[tuple[str, str]] = set()
+        """(section, id) of every item changed since the last save."""
+        self._lines: dict[tuple[str, str], str] = {}
+        self._chunks: dict[str, dict[int, tuple[tuple[str, ...], bytes]]] = {}
+        """Section → a chunk's first index → (its items' ids, its lines joined, in UTF-8)."""
+
+    def encode(self, data: dict[str, Any]) -> bytes:
+        head = {k: v for k, v in data.items() if k not in SECTIONS}
+        parts = [json.dumps(head, ensure_ascii=False)[:-1].encode("utf-8")]
+        for section in SECTIONS:
+            rows = self._rows(section, data[section])
+            if rows:
+                parts += [f', "{section}": [\n'.encode("utf-8"), *rows, b"\n]"]
+            else:
+                parts.append(f', "{section}": []'.encode("utf-8"))
+        self.changed.clear()
+        return b"".join([*parts, b"}\n"])  # one copy of what can be megabytes
+
+    def _rows(self, section: str, items: list[dict[str, Any]]) -> list[bytes]:
+        """The section's chunks, each its lines joined and encoded, with the separators between them."""
+        chunks = self._chunks.setdefault(section, {})
+        changed = {item_id for s, item_id in self.changed if s == section}
+        parts: list[bytes] = []
+        for start in range(0, len(items), self.ROWS_CHUNK):
+            chunk = items[start:start + self.ROWS_CHUNK]
+            ids = tuple(item["id"] for item in chunk)
+            known = chunks.get(start)
+            if known is None or known[0] != ids or not changed.isdisjoint(ids):
+                text = ",\n".join(self._line(section, item, changed) for item in chunk)
+                known = chunks[start] = (ids, text.encode("utf-8"))
+            parts += [b",\n", known[1]] if parts else [known[1]]
+        return parts
+
+    def _line(self, section: str, item: dict[str, Any], changed: set[str]) -> str:
+        key = (section, item["id"])
+        line = self._lines.get(key)
+        if line is None or item["id"] in changed:
+            line = self._lines[key] = json.dumps(item, ensure_ascii=False)
+        return line
 
 
 class LastCopy(Generic[T]):

@@ -402,7 +402,7 @@ class Runtime:
                                             verified=qa.verified_count if qa else 0,
                                             criteria=len(qa.criteria) if qa else 0, issues=ledger.counts(),
                                             progress=ledger.progress(t), reason=shortfall(ledger, t, qa) if short else None))
-        fold.save(self.paths)  # `hoh status` folds only what comes after
+        fold.save(self.paths, unless_tail_under=fold.LOOP_END_TAIL)  # `hoh status` folds only what comes after
         self.notify("loop_done", loop=t, status=outcome.status)
         self.control.hook("on_loop_end", t, f"{t:04d}",
                           {"event": "loop_end", **loop_summary(self.history.loops[t].summary())})

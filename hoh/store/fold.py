@@ -127,10 +127,17 @@ def _lines(data: bytes) -> list[str]:
 
 
 # ---- writing ----------------------------------------------------------------------------------------------
-def save(paths: WorkspacePaths) -> bool:
+LOOP_END_TAIL = 64 * 1024
+"""At a loop's end the checkpoint is written again only once the journal has grown this much past it (about 20
+loops): the checkpoint grows with the run, and a reader folds at most this much after it, whatever the run's age."""
+
+
+def save(paths: WorkspacePaths, unless_tail_under: int = 0) -> bool:
     """Write the checkpoint of the journal as it is (for the Runtime, which holds the lock). hoh.yaml's settings
     go in the header when it validates and names one of hoh's own harnesses. False when nothing was written: the
-    journal has a line this fold cannot take (it stays for the full fold to report), or the write failed.
+    journal has a line this fold cannot take (it stays for the full fold to report), the write failed, or this
+    process's last checkpoint is less than `unless_tail_under` bytes behind the journal. Not fsynced: derived
+    data, which a reader takes only when it binds to the journal (a file a crash cut short is folded around).
 
     The process keeps what its last save folded (`_Writer`), so a save reads, hashes and folds only the lines
     appended since and encodes again only the loops they touched: its cost follows the loop, not the run. What
@@ -138,6 +145,9 @@ def save(paths: WorkspacePaths) -> bool:
     folded (another file, shorter, other bytes before the offset) is read whole again."""
     from .. import fsutil  # looked up at call time: the crash tests count this write
     try:
+        if unless_tail_under and (kept := _WRITERS.get(paths.journal)) is not None \
+                and os.path.getsize(paths.journal) - kept.fold.offset < unless_tail_under:
+            return False
         writer = _WRITERS.pop(paths.journal, None)
         writer = writer.advance(paths) if writer is not None else None
         writer = writer or _Writer.start(paths)
@@ -148,7 +158,8 @@ def save(paths: WorkspacePaths) -> bool:
                   "lines": writer.fold.lines, "sha256": writer.prefix.hexdigest(),
                   "body_sha256": _digest(body_line), "steps_sha256": _digest(step_line),
                   "loop_fields": LOOP_FIELDS, "step_fields": STEP_FIELDS, "config": writer.config(paths)}
-        fsutil.atomic_write_bytes(paths.fold, json.dumps(header).encode("utf-8") + b"\n" + body_line + step_line)
+        fsutil.atomic_write_bytes(paths.fold, json.dumps(header).encode("utf-8") + b"\n" + body_line + step_line,
+                                  durable=False)
         _WRITERS[paths.journal] = writer  # the most recently used last
         while len(_WRITERS) > MAX_WRITERS:  # a process that runs many workspaces (Harbor's) keeps the latest few
             del _WRITERS[next(iter(_WRITERS))]

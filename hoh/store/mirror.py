@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import stat
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,7 +55,7 @@ class ProjectMirror:
         self.work_tree, self.history, self.enabled = work_tree, history, enabled
         self.git_dir = work_tree / ".git"
         self._config: bytes | None = None
-        self._packed: tuple[tuple[int, int, int, int, int], dict[str, str]] | None = None
+        self._packed: tuple[bytes, dict[str, str]] | None = None
         """packed-refs' identity (device, inode, size, mtime, ctime) when last parsed, and what it held."""
 
     def git(self, *args: str) -> str:
@@ -136,24 +135,23 @@ class ProjectMirror:
         return self._head(), refs
 
     def _packed_refs(self) -> dict[str, str]:
-        """packed-refs as a dict, parsed again only when its identity changed (hoh packs every loop's tag
-        there, so it grows with the loops; a role that rewrites it changes its ctime, which no one can set)."""
+        """packed-refs as a dict, parsed again only when its bytes changed (hoh packs every loop's tag there, so
+        it grows with the loops and is read around every attempt: a read and a compare, not a parse; no stat is
+        trusted, since a role may rewrite it within a timestamp's tick)."""
         packed = self.git_dir / "packed-refs"
         if not os.path.lexists(packed):
             self._packed = None
             return {}
         with _small_fd(packed, MAX_REFS_BYTES) as (fd, st):
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            if self._packed is not None and self._packed[0] == key:
-                return dict(self._packed[1])
             data = _read_all(fd, st.st_size)
+        if self._packed is not None and self._packed[0] == data:
+            return dict(self._packed[1])
         refs: dict[str, str] = {}
         for line in data.splitlines():
             oid, _, name = line.decode(errors="surrogateescape").partition(" ")
             if OID.fullmatch(oid) and name:  # not the header, nor a peeled "^oid" line
                 refs[name] = oid
-        racy = time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
-        self._packed = None if racy else (key, dict(refs))
+        self._packed = (data, dict(refs))
         return refs
 
     # ---- hoh's writes ------------------------------------------------------------------------------------
