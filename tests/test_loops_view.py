@@ -53,10 +53,12 @@ def test_a_sealed_loop_is_linked_once_and_again_after_a_restore_or_in_a_new_sess
 
     for name in ("0001", "0005"):
         (into / name / "marker").write_text("x")
-    (into / "0009").mkdir()
     view.update()
     assert (into / "0001" / "marker").exists()  # a sealed loop's view is made once
-    assert not (into / "0005" / "marker").exists() and not (into / "0009").exists()  # open and stale: again
+    assert not (into / "0005" / "marker").exists()  # an open loop's at every update
+    shutil.rmtree(loops / "0005")
+    view.update()
+    assert sorted(os.listdir(into)) == ["0001", "0002", "0003", "0004"]
 
     qa = ws.paths.state / "loops/0001/qa.json"
     assert sealed.changes([5]) == []  # the baseline

@@ -129,8 +129,8 @@ class JobFactory:
         machine's jail, their view (`loopsview.py`) bound at state/loops; in an environment, state/loops with
         each loop's roles/ left out of what travels there."""
         loops = self.paths.loops
-        if not loops.is_dir():
-            return _Shown()
+        if not loops.is_dir() or self.config.sandbox.mode == "off" and self.config.environment.local:
+            return _Shown()  # no jail (`_jail`)
         if self.config.jailed_here:
             return _Shown(shown_as=((self.loops_view.update(), loops),))
         hidden = [loops / name / "roles" for name in sorted(os.listdir(loops))]

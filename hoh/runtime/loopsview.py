@@ -27,22 +27,26 @@ TRANSCRIPTS = "roles"
 class LoopsView:
     def __init__(self, loops: Path, into: Path, sealed: SealedState):
         self.loops, self.into, self.sealed = loops, into, sealed
+        self._made: set[str] = set()
+        """The names in the view (made by this process: the view is listed once, when it is emptied)."""
         self._final: set[str] = set()
         """The sealed loops whose view is made (their names in state/loops)."""
+        self._sealed: tuple[int, set[str]] = (0, set())  # how many loops were sealed, and their names
         self._restores: int | None = None  # SealedState.restores when `_final` was last trusted
 
     def update(self) -> Path:
         """Bring the view to what state/loops holds now; return its dir."""
         if self._restores != self.sealed.restores:
-            self._final.clear()
             if self._restores is None:
                 shutil.rmtree(self.into, ignore_errors=True)
+                self.into.mkdir(parents=True)
+            self._final.clear()
             self._restores = self.sealed.restores
-        self.into.mkdir(parents=True, exist_ok=True)
         names = set(os.listdir(self.loops)) if self.loops.is_dir() else set()
-        for stale in set(os.listdir(self.into)) - names:
+        for stale in self._made - names:
             _remove(self.into / stale)
-        sealed = {loop_dir(t).rpartition("/")[2] for t in self.sealed.sealed_loops()}
+        self._made &= names
+        sealed = self._sealed_names()
         for name in sorted(names - self._final):
             source, view = self.loops / name, self.into / name
             _remove(view)
@@ -50,9 +54,16 @@ class LoopsView:
                 _link_tree(str(source), str(view), leave_out=TRANSCRIPTS)
             elif source.is_file() and not source.is_symlink():
                 _link(str(source), str(view))
+            self._made.add(name)
             if name in sealed:
                 self._final.add(name)
         return self.into
+
+    def _sealed_names(self) -> set[str]:
+        loops = self.sealed.sealed_loops()
+        if len(loops) != self._sealed[0]:  # loops are only ever sealed, never unsealed
+            self._sealed = (len(loops), {loop_dir(t).rpartition("/")[2] for t in loops})
+        return self._sealed[1]
 
 
 def _link_tree(source: str, into: str, leave_out: str | None = None) -> None:
