@@ -162,6 +162,38 @@ def test_hoh_refuses_to_run_git_on_a_repository_that_is_not_plain(tmp_path):
         ProjectMirror(work, history).publish(a0)  # the accepted configuration is hoh's record, not memory
 
 
+def test_a_loop_reaches_the_project_by_its_new_objects_or_by_a_fetch_when_the_project_lacks_its_parent(
+        make_project, tmp_path, monkeypatch):
+    calls: list[str] = []
+    real = ProjectMirror.git
+    monkeypatch.setattr(ProjectMirror, "git", lambda self, *args, **kw: calls.append(args[0]) or real(self, *args, **kw))
+    p = make_project(mini_script(3))
+    assert p.build(loops=3).status == "finished"
+    project, history = p.ws / "project", ["--git-dir", str(p.ws / "history.git")]
+    assert calls.count("unpack-objects") == 3 and calls.count("fetch") == 1  # the workspace's first commit
+    _git("fsck", "--strict", "--no-dangling", cwd=project)
+    for ref in ("main", "loop-0001", "loop-0002", "loop-0003"):
+        assert _git("rev-parse", ref, cwd=project) == _git(*history, "rev-parse", ref)
+
+    work = tmp_path / "lone"
+    work.mkdir()
+    repo = History(tmp_path / "lone.git", work)
+    a0 = repo.create("A_0")
+    mirror = ProjectMirror(work, repo)
+    mirror.publish(a0)
+    _git("commit", "-q", "--allow-empty", "-m", "the user's own", cwd=work)
+    _git("update-ref", "-d", "refs/heads/main", cwd=work)  # a HEAD that names no ref: nothing holds A_0
+    _git("update-ref", "refs/heads/main", _git("commit-tree", "-m", "other", "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+                                                cwd=work).strip(), cwd=work)
+    a1 = _git("--git-dir", str(tmp_path / "lone.git"), "commit-tree", "-p", a0, "-m", "A_1", f"{a0}^{{tree}}").strip()
+    _git("--git-dir", str(tmp_path / "lone.git"), "tag", "loop-0001", a1)
+    calls.clear()
+    mirror.publish(a1, "loop-0001", parent=a0)
+    assert "fetch" in calls and "unpack-objects" not in calls
+    assert _git("rev-parse", "main", "loop-0001", cwd=work).split() == [a1, a1]
+    _git("fsck", "--strict", "--no-dangling", cwd=work)
+
+
 # -- hoh's history.git -----------------------------------------------------------------------------------
 
 def test_everything_a_role_could_plant_in_history_git_is_guarded(make_project):

@@ -347,7 +347,7 @@ class Runtime:
             self.journal.append(ev.FullScan(loop=t, step="freeze", area="project", reason=why.value))
         tag = f"loop-{t:04d}"
         commit = self.repo.commit_all(base, f"hoh loop {t}: {plan.goal}", loop=t, changed=changed, tag=tag)
-        self.mirror.publish(commit, tag, index=self.repo.index)
+        self.mirror.publish(commit, tag, index=self.repo.index, parent=base)
         candidate = Candidate.frozen(t, commit, self.repo.tree_of(commit), base, tag,
                                      merged.packages if merged is not None else None)
         atomic_write_json(lp.candidate, candidate.to_json())
