@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -308,7 +310,7 @@ def test_the_packed_loop_tags_cannot_be_moved(plant, make_project):
 
 def test_a_listing_kept_for_a_directory_git_writes_sees_a_link_planted_later(tmp_path, monkeypatch):
     from hoh.runtime import guard_git
-    monkeypatch.setattr(guard_git, "RACY_NS", 0)  # keep every listing, however fresh
+    monkeypatch.setattr(guard_git, "settled", lambda st: True)  # keep every listing, however fresh
     objects = tmp_path / "objects" / "ab"
     objects.mkdir(parents=True)
     (objects / "cdef").write_bytes(b"blob")
@@ -319,6 +321,23 @@ def test_a_listing_kept_for_a_directory_git_writes_sees_a_link_planted_later(tmp
     (objects / "link").symlink_to("/etc")
     after = guard_git.git_dir_fingerprint(tmp_path, guard_git.mirror_kind, cache)
     assert after["objects/ab/link"] == "link:/etc" and before.keys() < after.keys()
+
+
+def test_a_listing_is_kept_once_its_times_are_a_clock_tick_old_or_two_seconds_where_times_are_whole_seconds():
+    from types import SimpleNamespace
+
+    from hoh.store.mirror import settled
+    now = time.time_ns()
+
+    def at(ns_ago: int, whole: bool = False) -> SimpleNamespace:
+        t = now - ns_ago
+        t -= t % 1_000_000_000 if whole else 0
+        return SimpleNamespace(st_mtime_ns=t if whole else t - 7, st_ctime_ns=t)
+
+    assert not settled(at(2_000_000)) and settled(at(50_000_000)) and settled(at(5 * 10**9))
+    assert not settled(at(100_000_000, whole=True)) and settled(at(4 * 10**9, whole=True))
+    with tempfile.TemporaryDirectory() as d:
+        assert not settled(os.stat(d))  # made just now
 
 
 def _changes(work: Path, also: str) -> list[str]:

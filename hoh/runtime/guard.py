@@ -19,7 +19,6 @@ import fnmatch
 import os
 import shutil
 import stat
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Callable
 
 from ..fsutil import sha256_file
 from ..store.git import History
-from ..store.mirror import RACY_NS
+from ..store.mirror import settled
 from ..store.seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
@@ -68,7 +67,7 @@ class HashCache:
                          and not _ignored(e.name, ignore)]
         except OSError:
             return None
-        if stat.S_ISDIR(st.st_mode) and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:
+        if stat.S_ISDIR(st.st_mode) and settled(st):
             self._listings[(directory, top)] = (key, skip, ignore, names)
         return names
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-import time
 from pathlib import Path
 from typing import Callable
 
 from ..store.git import History
 from ..store.gitrun import GitError
-from ..store.mirror import RACY_NS, ProjectMirror
+from ..store.mirror import ProjectMirror, settled
 from .guard import Area, FileArea, Fingerprint, HashCache, _identity, diff
 
 GUARD, FREE, OPAQUE = "guard", "free", "opaque"
@@ -121,7 +120,7 @@ def _free_listing(directory: str) -> list[tuple[str, str, bool]]:
                 found.append((entry.name, "special:", False))  # a FIFO where git expects a file would hang hoh's git
     except OSError:
         return found
-    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:  # else it may change within the same tick
+    if settled(st):  # else it may change within the same tick
         _FREE_DIRS[directory] = (key, found)
     return found
 

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import stat
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,8 +31,17 @@ PROJECT_CONFIG = "project-config"
 MAX_REFS_BYTES = 64 * 1024 * 1024
 OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 RACY_NS = 2_000_000_000
-"""A file changed this recently may change again within the same timestamp tick (the kernel's clock for file
-times is coarse): what was read from it is not kept for the next read (git's "racy" rule)."""
+"""A file changed this recently may change again within the same timestamp tick, unseen: what was listed or read
+of it is not kept for the next look (git's "racy" rule). This long where file times are whole seconds (NFS, FAT);"""
+TICK_NS = 20_000_000
+"""elsewhere Linux stamps file times from its coarse clock, which moves a tick (≤ 10 ms at HZ ≥ 100) at a time."""
+
+
+def settled(st: os.stat_result) -> bool:
+    """Whether what was listed or read of this file or directory may be kept: any change from now on moves its
+    times. state/loops gets a new loop's directory at each loop's start and is looked at many times then."""
+    whole_seconds = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= (RACY_NS if whole_seconds else TICK_NS)
 
 
 class ProjectMirror:
