@@ -136,6 +136,10 @@ class JobFactory:
         hidden = [loops / name / "roles" for name in sorted(os.listdir(loops))]
         return _Shown(read_only=(loops,), hidden=tuple(p for p in hidden if p.is_dir()))
 
+    def _digest(self, path: Path) -> str:
+        """An input's sha256 through the run's hash cache: the guard's next look at state/ finds it there."""
+        return self.cache.digest(str(path), os.stat(path))
+
     def _project(self) -> WorkTreeArea:
         return WorkTreeArea("project", self.repo, self.paths.project, self.repo.index, self.ignore)
 
@@ -171,6 +175,7 @@ class JobFactory:
             context=self._context(), mechanisms=self._mechanisms(),
             jail=self._jail("planner", inputs, read_only=(self.paths.project, *evidence.read_only),
                             hidden=evidence.hidden, shown_as=evidence.shown_as),
+            digest=self._digest,
         )
 
     def developer(self, loop: int, base_commit: str, plan: Plan, plan_md: str) -> RoleJob:

@@ -58,6 +58,8 @@ class RoleJob:
     """The OS jail of every attempt (the role's own harness home is added writable); None: no jail."""
     package: str | None = None
     """A work package's Developer (`P1`, or `merge-P2` for a conflict's merge), working beside others."""
+    digest: Callable[[Path], str] = sha256_file
+    """An input's sha256 for inputs.json (the run's hash cache, which the guard reads next, where one thread runs)."""
 
     @property
     def role_dir_name(self) -> str:
@@ -109,7 +111,7 @@ class RoleRunner:
         adapter = self.adapters[job.role]
         return {
             "schema_version": 1, "role": job.role, "loop": job.loop, "attempt": attempt,
-            "files": [{"path": self.paths.rel(p), "sha256": sha256_file(p)} for p in job.inputs],
+            "files": [{"path": self.paths.rel(p), "sha256": job.digest(p)} for p in job.inputs],
             "project": job.project,
             "workdir": self.paths.rel(job.workdir),
             "writable": [self.paths.rel(p) for p in ((job.workdir,) if job.access == "write" else ()) + job.writable],
