@@ -138,13 +138,19 @@ def test_a_developer_may_use_its_repository(make_project):
     assert "mine" in _git("log", "--format=%s", "--all", cwd=p.ws / "project")
 
 
-def test_hoh_refuses_to_run_git_on_a_repository_that_is_not_plain(tmp_path):
-    work = tmp_path / "project"
+def _published_root(tmp_path: Path, name: str) -> tuple[Path, History, ProjectMirror, str]:
+    """A project dir, its history.git and mirror, with A_0 published."""
+    work = tmp_path / name
     work.mkdir()
-    history = History(tmp_path / "history.git", work)
+    history = History(tmp_path / f"{name}.git", work)
     a0 = history.create("A_0")
     mirror = ProjectMirror(work, history)
     mirror.publish(a0)
+    return work, history, mirror, a0
+
+
+def test_hoh_refuses_to_run_git_on_a_repository_that_is_not_plain(tmp_path):
+    work, history, mirror, a0 = _published_root(tmp_path, "project")
     _git("-C", str(work), "tag", "-a", "-m", "t", "annotated")  # a peeled entry in packed-refs
     _git("-C", str(work), "symbolic-ref", "refs/heads/alias", "refs/heads/main")
     _git("-C", str(work), "pack-refs", "--all")
@@ -177,16 +183,9 @@ def test_a_loop_reaches_the_project_by_its_new_objects_or_by_a_fetch_when_the_pr
     for ref in ("main", "loop-0001", "loop-0002", "loop-0003"):
         assert _git("rev-parse", ref, cwd=project) == _git(*history, "rev-parse", ref)
 
-    work = tmp_path / "lone"
-    work.mkdir()
-    repo = History(tmp_path / "lone.git", work)
-    a0 = repo.create("A_0")
-    mirror = ProjectMirror(work, repo)
-    mirror.publish(a0)
-    _git("commit", "-q", "--allow-empty", "-m", "the user's own", cwd=work)
-    _git("update-ref", "-d", "refs/heads/main", cwd=work)  # a HEAD that names no ref: nothing holds A_0
-    _git("update-ref", "refs/heads/main", _git("commit-tree", "-m", "other", "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
-                                                cwd=work).strip(), cwd=work)
+    work, _, mirror, a0 = _published_root(tmp_path, "lone")
+    other = _git("commit-tree", "-m", "other", "4b825dc642cb6eb9a060e54bf8d69288fbee4904", cwd=work).strip()
+    _git("update-ref", "refs/heads/main", other, cwd=work)  # no ref of the project holds A_0 any more
     a1 = _git("--git-dir", str(tmp_path / "lone.git"), "commit-tree", "-p", a0, "-m", "A_1", f"{a0}^{{tree}}").strip()
     _git("--git-dir", str(tmp_path / "lone.git"), "tag", "loop-0001", a1)
     calls.clear()
