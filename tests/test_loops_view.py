@@ -7,11 +7,13 @@ import json
 import os
 import shutil
 
+import pytest
 from conftest import Project, mini_script
 
 from hoh.runtime.loopsview import LoopsView
 from hoh.store.seal import SealedState
 from hoh.store.workspace import open_workspace
+from hoh.view import files
 
 W = "${workspace}"
 
@@ -31,6 +33,12 @@ def test_the_planner_reads_earlier_loops_in_one_mount_and_no_role_transcript(tmp
     assert (home / "mounts.txt").read_text().split() == ["1"]  # the view alone: no mount per loop
     assert "No such file" in (home / "roles.txt").read_text() and "loops-view" not in (home / "scratch.txt").read_text()
     assert p.loop_json(3, "qa")["verdict"] == "pass"
+    rel = "state/loops/0001/qa.json"  # `hoh view` serves a file whose second name is the view's, and no other
+    path = files.safe_file(p.ws, rel)
+    assert os.stat(path).st_nlink == 2
+    assert files.read_capped(path, view_name=files.loops_view_name(p.ws.resolve(), rel))[0] == path.read_bytes()
+    with pytest.raises(files.Refused, match="hard link"):
+        files.read_capped(path, view_name=None)
 
 
 def test_a_sealed_loop_is_linked_once_and_again_after_a_restore_or_in_a_new_session(demo_ws, tmp_path):

@@ -172,6 +172,10 @@ def hostile(demo_ws, tmp_path):
     (evidence / "up").symlink_to(tmp_path)
     (ws / "state" / "loops" / "0002" / "roles" / "qa" / "escape").symlink_to("/etc")
     os.link(tmp_path / "secret.txt", evidence / "hard.txt")  # one file, a second name inside
+    (tmp_path / "secret-2.txt").write_text("TOP-SECRET\n")
+    os.link(tmp_path / "secret-2.txt", evidence / "hard-2.txt")  # and a third where the Planner's view has its own
+    (ws / "scratch" / "loops-view" / "0001" / "evidence").mkdir(parents=True, exist_ok=True)
+    os.link(tmp_path / "secret-2.txt", ws / "scratch" / "loops-view" / "0001" / "evidence" / "hard-2.txt")
     plan = ws / "state" / "loops" / "0001" / "plan.json"
     data = json.loads(plan.read_text())
     data["goal"] = "<script>alert('plan')</script>"
@@ -188,6 +192,7 @@ def hostile(demo_ws, tmp_path):
     "state/loops/0001/evidence/up/secret.txt",           # through a symlinked folder
     "state/loops/0002/roles/qa/escape/passwd",           # a symlink to /etc
     "state/loops/0001/evidence/hard.txt",                # a hard link to a file outside
+    "state/loops/0001/evidence/hard-2.txt",              # the same, with a name in the loops' view too
     "state/loops/0001/evidence/%2e%2e/%2e%2e/%2e%2e/%2e%2e/secret.txt",
     "state/..%2f..%2fsecret.txt",
     "%2e%2e/secret.txt",

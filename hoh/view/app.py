@@ -204,8 +204,9 @@ class View:
     def file(self, request: Request) -> Response:
         source = self.source(request)
         try:
-            path = files.safe_file(source.root, request.path_params["rel"])
-            data, cut = files.read_capped(path)
+            rel = request.path_params["rel"]
+            path = files.safe_file(source.root, rel)
+            data, cut = files.read_capped(path, view_name=files.loops_view_name(source.root.resolve(), rel))
         except files.Refused as err:
             return Response(f"refused: {err}\n", status_code=404, media_type="text/plain; charset=utf-8")
         except OSError:

@@ -76,17 +76,35 @@ def unscrubbed(path: Path) -> bool:
         and not (path.parent / "result.json").is_file()
 
 
-def read_capped(path: Path, cap: int = MAX_FILE_BYTES) -> tuple[bytes, bool]:
-    """The file's first `cap` bytes and whether it was cut; opened without following a final symlink."""
+def read_capped(path: Path, cap: int = MAX_FILE_BYTES, view_name: Path | None = None) -> tuple[bytes, bool]:
+    """The file's first `cap` bytes and whether it was cut; opened without following a final symlink.
+    `view_name`: the one second name hoh itself may give it (`hoh/runtime/loopsview.py`, `loops_view_name`)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise Refused("not a regular file")
-        if st.st_nlink > 1:  # hoh writes and copies its records whole; a second name was made by someone else
+        # hoh writes and copies its records whole; any second name but its own view's was made by someone else
+        if st.st_nlink > 1 and not (st.st_nlink == 2 and _same_file(view_name, st)):
             raise Refused("a file with more than one name (a hard link) is not served")
         data = fh.read(cap + 1)
     return data[:cap], len(data) > cap
+
+
+def loops_view_name(root: Path, rel: str) -> Path | None:
+    """The name the Planner's view of state/loops gives a file of state/loops (a hard link), if any."""
+    parts = PurePosixPath(rel).parts
+    if len(parts) > 2 and parts[:2] == ("state", "loops"):
+        return WorkspacePaths(root).loops_view.joinpath(*parts[2:])
+    return None
+
+
+def _same_file(path: Path | None, st: os.stat_result) -> bool:
+    try:
+        other = os.lstat(path) if path is not None else None
+    except OSError:
+        return False
+    return other is not None and stat.S_ISREG(other.st_mode) and (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
 
 
 @dataclass
