@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEMO, run_hoh
+from conftest import DEMO, REPO, run_hoh
 
 from hoh.resources import schema_errors
 
@@ -280,3 +282,19 @@ def test_show_prints_an_agents_markup_as_text(demo_ws, tmp_path):
     shown = run_hoh("show", issue["id"], "-w", ws)
     assert shown.returncode == 0, shown.stderr
     assert "crash [/bold] on [red]input[/red]" in shown.stdout and "see [/] here" in shown.stdout
+
+
+def test_a_sigint_ends_hoh_even_where_it_started_with_sigint_ignored():
+    """A shell starts a background job with SIGINT ignored; `kill -INT` must still end hoh as Ctrl-C does
+    (`hoh bench` then stops its Harbor runs, which are sessions of their own)."""
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import signal, sys, time\n"
+                              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                              "from hoh.cli.main import stop_on_signals\n"
+                              "stop_on_signals()\n"
+                              "print('up', flush=True)\n"
+                              "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    sys.exit(130)\n"],
+                             stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert child.stdout.readline().strip() == "up"
+    child.send_signal(signal.SIGINT)
+    assert child.wait(timeout=20) == 130

@@ -400,11 +400,18 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> None:
-    # `kill` and a closed terminal end hoh the way Ctrl-C does: the running harness's process
-    # group is killed and the journal records the interruption (kill -9 is handled on resume).
+def stop_on_signals() -> None:
+    """`kill` and a closed terminal end hoh the way Ctrl-C does: the running harness's process group is
+    killed and the journal records the interruption (kill -9 is handled on resume). SIGINT too, whatever
+    this process inherited: a shell starts a background job with SIGINT ignored, and `hoh bench` must still
+    stop its Harbor runs (their own sessions) when a supervisor sends it one."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
+
+
+def main() -> None:
+    stop_on_signals()
     # Typer's standalone mode owns usage errors (its usage message, exit 2) and turns Ctrl-C into
     # exit 130, with no import of click here: recent typer releases vendor it. hoh's own errors
     # pass through to be printed as one line.
