@@ -173,6 +173,19 @@ def copy_regular_tree(src: Path, dst: Path, max_file_bytes: int) -> list[str]:
     return skipped
 
 
+def remove_path(path: Path) -> bool:
+    """Remove whatever is at `path` (a link as itself, a directory with everything in it); whether there was
+    something."""
+    import shutil
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():
+        path.unlink()
+    else:
+        return False
+    return True
+
+
 def prune_empty_dirs(root: Path) -> None:
     """Remove the directories under `root` (not `root` itself) with nothing in them, deepest first, so one
     that held only empty ones goes too; a link is something (never followed). A sealed loop holds files only:

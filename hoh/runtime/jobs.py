@@ -106,6 +106,10 @@ class JobFactory:
             areas.append(FileArea("script.yaml", self.paths.script, [], cache=cache))
         return areas
 
+    def _unjailed(self) -> bool:
+        """No OS jail on this machine (`sandbox.mode: off`) and no environment: roles run as they are."""
+        return self.config.sandbox.mode == "off" and self.config.environment.local
+
     def _jail(self, role: str, inputs: list[Path], writable: tuple[Path, ...] = (),
               read_only: tuple[Path, ...] = (), hidden: tuple[Path, ...] = (),
               shown_as: tuple[tuple[Path, Path], ...] = ()) -> JailSpec | None:
@@ -113,7 +117,7 @@ class JobFactory:
         write; nothing else of the workspace (the role's own home is added by the runner). None when
         `sandbox.mode` is off on this machine; in an environment (`--env`) it is what goes in and what comes out."""
         sandbox = self.config.sandbox
-        if sandbox.mode == "off" and self.config.environment.local:
+        if self._unjailed():
             return None
         root, project = self.paths.root, self.paths.project
         hosts = getattr(sandbox.allow_hosts, role)
@@ -129,8 +133,8 @@ class JobFactory:
         machine's jail, their view (`loopsview.py`) bound at state/loops; in an environment, state/loops with
         each loop's roles/ left out of what travels there."""
         loops = self.paths.loops
-        if not loops.is_dir() or self.config.sandbox.mode == "off" and self.config.environment.local:
-            return _Shown()  # no jail (`_jail`)
+        if not loops.is_dir() or self._unjailed():
+            return _Shown()
         if self.config.jailed_here:
             return _Shown(shown_as=((self.loops_view.update(), loops),))
         hidden = [loops / name / "roles" for name in sorted(os.listdir(loops))]

@@ -19,6 +19,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ..fsutil import remove_path
 from ..store.seal import SealedState, loop_dir
 
 TRANSCRIPTS = "roles"
@@ -44,12 +45,12 @@ class LoopsView:
             self._restores = self.sealed.restores
         names = set(os.listdir(self.loops)) if self.loops.is_dir() else set()
         for stale in self._made - names:
-            _remove(self.into / stale)
+            remove_path(self.into / stale)
         self._made &= names
         sealed = self._sealed_names()
         for name in sorted(names - self._final):
             source, view = self.loops / name, self.into / name
-            _remove(view)
+            remove_path(view)
             if source.is_dir() and not source.is_symlink():
                 _link_tree(str(source), str(view), leave_out=TRANSCRIPTS)
             elif source.is_file() and not source.is_symlink():
@@ -84,10 +85,3 @@ def _link(source: str, dest: str) -> None:
         os.link(source, dest)
     except OSError:  # a filesystem without hard links, or protected_hardlinks refusing: a copy
         shutil.copy2(source, dest)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()

@@ -12,10 +12,11 @@ then out of date and removed; whatever needs it later rebuilds the view from not
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from ..fsutil import remove_path
 
 REGULAR, EXECUTABLE, LINK = "100644", "100755", "120000"
 MAX_BYTES = 32 * 2**20
@@ -80,14 +81,14 @@ def apply(dest: Path, changes: list[Change], contents: Callable[[str], bytes]) -
     mask = umask()
     for change in sorted(changes, key=lambda c: c.path, reverse=True):
         path = dest / change.path
-        if change.status != "A" and _remove(path) and change.status == "D":
+        if change.status != "A" and remove_path(path) and change.status == "D":
             _prune(dest, path.parent)
     for change in sorted(changes, key=lambda c: c.path):
         if change.status == "D":
             continue
         path = dest / change.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        _remove(path)
+        remove_path(path)
         data = contents(change.blob)
         if change.mode == LINK:
             os.symlink(os.fsdecode(data), path)
@@ -96,17 +97,6 @@ def apply(dest: Path, changes: list[Change], contents: Callable[[str], bytes]) -
                      (0o777 if change.mode == EXECUTABLE else 0o666) & ~mask)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-
-
-def _remove(path: Path) -> bool:
-    """Remove whatever is at `path` (a link as itself); whether there was something."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.is_symlink() or path.exists():
-        path.unlink()
-    else:
-        return False
-    return True
 
 
 def _prune(dest: Path, directory: Path) -> None:
