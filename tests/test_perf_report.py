@@ -24,11 +24,11 @@ def test_the_report_scaling_benchmark_prints_its_figures(tmp_path):
         f = figures[n]
         assert f["loops"] == int(n) and f["rounds"] == 1
         assert 0 < f["main_page"] <= f["all_files"]
-        for name in ("report_cold", "report_again", "view_first", "view_moved", "status_fold"):
+        for name in ("report_cold", "report_again", "view_first", "view_moved"):
             for kind in ("cpu_s", "wall_s"):
                 assert 0 < f[name][kind]["min"] <= f[name][kind]["median"] <= f[name][kind]["max"], (n, name, kind)
         assert any(line.startswith(f"{int(n):>4} loops: main page {f['main_page']:,} bytes") for line in lines)
-    for name in ("report_cold", "report_again", "view_first", "view_moved", "status_fold"):
+    for name in ("report_cold", "report_again", "view_first", "view_moved"):
         assert figures[f"ratio_{name}"] > 0
         assert any(line.startswith(f"{name} 6/3 loops: ") for line in lines)
     assert figures["ratio_main_page"] > 0 and any(line.startswith("main page size 6/3 loops: ") for line in lines)

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -363,6 +362,23 @@ def test_a_500_loop_run_is_listed_a_page_at_a_time_and_each_loop_on_demand(tmp_p
         path, _, anchor = html.unescape(href).partition("#")
         assert f'<tr id="{anchor}"' in c.get(path).text, href
 
+    # the journal moved: the view folds only what was appended (the fold it keeps is never read again whole)
+    import hoh.store.status as status_module
+    journal = ws / "state" / "journal.jsonl"
+    with journal.open("a") as fh:
+        fh.write(json.dumps({"v": 1, "seq": 6741, "time": time.time(), "event": "run_started", "target_loops": 501,
+                             "resumed": True, "harness": "scripted"}) + "\n")
+        fh.write(json.dumps({"v": 1, "seq": 6742, "time": time.time(), "event": "loop_started", "loop": 501,
+                             "base_commit": "0" * 40}) + "\n")
+    real_fold = status_module.read_fold
+    status_module.read_fold = lambda *a, **k: pytest.fail("the view read the whole journal again")
+    try:
+        moved = c.get("/w/0/").text
+    finally:
+        status_module.read_fold = real_fold
+    assert re.findall(r'id="loop-(\d+)"', moved)[:2] == ["501", "500"] and "page 1 of 21" in moved
+    assert "501" in c.get("/w/0/loop/501").text and "?page=21" in c.get("/w/0/loop/1").text
+
     # a sealed loop is read once: a moved journal stamp does not read it again
     calls = []
     real = model.loop_model
@@ -378,7 +394,9 @@ def test_a_500_loop_run_is_listed_a_page_at_a_time_and_each_loop_on_demand(tmp_p
 
 
 def test_the_followed_journal_reads_each_line_once_and_equals_a_full_read(demo_ws, tmp_path):
+    from hoh.paths import WorkspacePaths
     from hoh.report.data import journal_facts
+    from hoh.store.fold import read_fold
     from hoh.store.journal import Journal
     from hoh.view.follow import Follower
 
@@ -393,6 +411,9 @@ def test_the_followed_journal_reads_each_line_once_and_equals_a_full_read(demo_w
         follower.update()
         if lines[k].startswith(b'{') and b'"attempt_started"' in lines[k]:
             assert follower.running is not None and follower.running.attempt >= 1
+        with follower.folded() as fold:  # the fold kept line by line is the fold of the journal read whole
+            whole = read_fold(WorkspacePaths(ws), steps=True)
+            assert (fold.history, fold.notes) == (whole.history, whole.notes), f"after line {k + 1}"
     assert follower.lines == len(lines)
     assert follower.facts.result() == journal_facts(Journal(journal))
     assert follower.running is None  # the run finished

@@ -8,9 +8,8 @@ history) of 50 and 500 loops. In interleaved rounds (the order of the sizes rota
                   what a report re-made during a run costs; sealed loops' pages are kept, not rewritten
     view first    a fresh app (empty cache), one GET of each main page: the run, the ledger, the newest loop
     view moved    the same pages after the journal's stamp moved (its mtime set forward): every cached read
-                  keyed on the run's stamp is stale, as on every poll of a live run
-    status fold   `store.status.workspace_status` alone: the journal's full fold, which `view moved` includes
-                  once (the store's, not the view's, to make incremental)
+                  keyed on the run's stamp is stale, as on every poll of a live run (the view keeps the
+                  journal's fold and folds only lines appended since: `view/follow.py`)
 
 Each figure is the child's CPU (user + system, from wait4) and wall time for the report, the app's
 process CPU and wall time for the view, as min / median / max over the rounds; and the size of the
@@ -103,18 +102,6 @@ def view_once(ws: Path, loops: int, moved: bool) -> tuple[float, float]:
     return get_all()
 
 
-def status_fold(ws: Path) -> tuple[float, float]:
-    """`store.status.workspace_status` alone (the journal's full fold, which `hoh view` asks for once whenever the
-    journal moved): the part of `view moved` that belongs to the store."""
-    from hoh.store.status import workspace_status
-    from hoh.store.workspace import open_workspace
-
-    opened = open_workspace(ws)
-    cpu, start = time.process_time(), time.perf_counter()
-    workspace_status(opened)
-    return time.process_time() - cpu, time.perf_counter() - start
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--loops", default="50,500", help="the short and the long run's loops")
@@ -145,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
                 samples[n].setdefault("report_again", []).append(report_once(made[n], out))
                 samples[n].setdefault("view_first", []).append(view_once(made[n], n, moved=False))
                 samples[n].setdefault("view_moved", []).append(view_once(made[n], n, moved=True))
-                samples[n].setdefault("status_fold", []).append(status_fold(made[n]))
     for n in sizes:
         figures[str(n)] = {"loops": n, "rounds": rounds, **bytes_[n]}
         for name, pairs in samples[n].items():
@@ -159,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     short, long = str(sizes[0]), str(sizes[-1])
     misses = []
     for name, kind in (("report_cold", "cpu_s"), ("report_again", "cpu_s"), ("view_first", "cpu_s"),
-                       ("view_moved", "cpu_s"), ("status_fold", "cpu_s")):
+                       ("view_moved", "cpu_s")):
         ratio = figures[long][name][kind]["median"] / max(figures[short][name][kind]["median"], 1e-9)
         figures[f"ratio_{name}"] = round(ratio, 3)
         targeted = name in ("report_again", "view_moved")

@@ -15,7 +15,7 @@ from ..paths import ROLES
 from ..statuses import RunStatus
 from ..usage import Usage
 from .budget import figures
-from .fold import read_fold
+from .fold import Fold, read_fold
 from .journal import LoopStats, RunHistory
 from .lock import lock_held as _lock_held
 from .notes import NoteBook, queued
@@ -130,12 +130,13 @@ class EarlierLoops:
         return cls(count, last, violations)
 
 
-def workspace_status(ws: Readable, shown: int | None = None) -> dict[str, Any]:
+def workspace_status(ws: Readable, shown: int | None = None, fold: Fold | None = None) -> dict[str, Any]:
     """The summary `hoh status --json` prints, of a workspace opened for reading (or opened whole). With `shown`
     (`hoh status` without --json), only the last `shown` loops have an entry in `loops`, and `earlier_loops` (an
-    `EarlierLoops`) says what the text shows of the others."""
+    `EarlierLoops`) says what the text shows of the others. `fold` is the journal's, when the caller keeps it
+    (`hoh view` follows the journal); else it is read, from its checkpoint on."""
     settings = ws.settings if isinstance(ws, ReadView) else Settings.of(ws.config)
-    fold = read_fold(ws.paths, steps=False)  # the journal read once, from its checkpoint on: the run and its notes
+    fold = fold or read_fold(ws.paths, steps=False)  # the journal read once: the run and its notes
     history = fold.history
     loops = history.loop_list()
     state = run_state(history, ws)
@@ -167,7 +168,7 @@ def workspace_status(ws: Readable, shown: int | None = None) -> dict[str, Any]:
         if settings.patience else None,
         "roles": _roles(settings, history, loops),
         "notes": _notes(ws, fold.notes),
-        "loops": [_loop_entry(stats, state, now if live else None) for stats in entries],
+        "loops": loop_entries(entries, state, now),
     }
     if shown is not None:
         data["earlier_loops"] = EarlierLoops.of((stats.loop, stats.candidate_id, stats.violations)
@@ -190,13 +191,18 @@ def _notes(ws: Readable, book: NoteBook) -> list[dict[str, Any]]:
     return out
 
 
-def _loop_entry(stats: LoopStats, state: RunStatus, now: float | None) -> dict[str, Any]:
-    """A loop's figures; an unfinished one's time so far, and, when no hoh works on it, how its run ended
-    (`ended`: `stopped`, `interrupted`, …). `status` stays a loop status: run and loop statuses share names
-    (`complete`), and the bench, the Harbor agent and the report read it as one."""
-    entry = stats.summary().to_json()
-    if not stats.status.finished:
-        entry["seconds"] = stats.seconds_so_far(now)
-        if state is not RunStatus.RUNNING:
-            entry["ended"] = state.value
-    return entry
+def loop_entries(loops: Iterable[LoopStats], state: RunStatus, now: float) -> list[dict[str, Any]]:
+    """Each loop's figures, in a run in `state` at `now`: an unfinished one's time so far (up to `now` while the
+    run is live), and, when no hoh works on it, how its run ended (`ended`: `stopped`, `interrupted`, …). `status`
+    stays a loop status: run and loop statuses share names (`complete`), and the bench, the Harbor agent and the
+    report read it as one."""
+    live = state is RunStatus.RUNNING
+    out = []
+    for stats in loops:
+        entry = stats.summary().to_json()
+        if not stats.status.finished:
+            entry["seconds"] = stats.seconds_so_far(now if live else None)
+            if not live:
+                entry["ended"] = state.value
+        out.append(entry)
+    return out

@@ -1,8 +1,9 @@
 """The journal followed: read whole once, then only the lines appended since, for what the view keeps of it.
 
 The journal is append-only, so a reader that remembers how far it got (a byte offset, and the file's
-inode) reads each line once however often the run moves: the report's journal facts (`JournalFacts`:
-each attempt's outcome, role failures, sessions) and the attempt running now. Only complete lines are
+inode) reads each line once however often the run moves: the journal's fold (`RunHistory` and `NoteBook`,
+what `hoh status` shows), the report's journal facts (`JournalFacts`: each attempt's outcome, role failures,
+sessions) and the attempt running now. Only complete lines are
 taken (a line being written is read the next time); a journal that shrank or was replaced (hoh
 repairing a torn tail, the guard restoring it) is read again from its start. Lines are checked as
 `Journal.records` checks them: a corrupt one raises StateError naming the line.
@@ -13,13 +14,17 @@ from __future__ import annotations
 import json
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import StateError
 from ..report.data import JournalFacts
 from ..store.events import AttemptFinished, AttemptStarted, Event, EventError, RunFinished
-from ..store.journal import JOURNAL_SCHEMA_VERSION, Record
+from ..store.fold import Fold
+from ..store.journal import JOURNAL_SCHEMA_VERSION, Record, RunHistory
+from ..store.notes import NoteBook
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,8 @@ class Running:
 
 
 class Follower:
-    """One workspace's journal, followed; `update()` reads what was appended, then `facts` and `running` are current."""
+    """One workspace's journal, followed; `update()` reads what was appended, then `facts`, `running` and the fold
+    (`folded()`) are current."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -44,6 +50,7 @@ class Follower:
         self.inode, self.offset, self.lines = inode, 0, 0
         self.facts = JournalFacts()
         self.running: Running | None = None
+        self._fold = Fold(RunHistory(), NoteBook())
 
     def update(self) -> "Follower":
         with self._lock:
@@ -63,7 +70,15 @@ class Follower:
                     if not self._add(line, last=n == len(lines) - 1 and data.endswith(b"\n")):
                         break  # a torn last line (as `Journal.records` reads it): looked at again next time
                     self.offset += len(line) + 1
+                self._fold.offset, self._fold.lines = self.offset, self.lines
             return self
+
+    @contextmanager
+    def folded(self) -> Iterator[Fold]:
+        """The journal's fold as of the last `update()`, held still while the caller reads it: another thread's
+        update waits (the fold's loops are changed in place)."""
+        with self._lock:
+            yield self._fold
 
     def _add(self, line: bytes, last: bool) -> bool:
         where = f"{self.path}: line {self.lines + 1}"
@@ -83,6 +98,8 @@ class Follower:
         except (EventError, KeyError, TypeError, ValueError) as err:
             raise StateError(f"{where}: {err}; restore the journal from a backup") from None
         self.facts.add(record)
+        self._fold.history.apply(record)
+        self._fold.notes.apply(record)
         ev = record.event
         if isinstance(ev, AttemptStarted):
             self.running = Running(ev.role, ev.loop, ev.attempt, record.time)

@@ -1,16 +1,17 @@
 """What `hoh view`'s pages show, read from one workspace through the readers hoh already has.
 
-The header is `hoh status`'s fold (`store.status.workspace_status`) plus the attempt running now and
-when it started (from the followed journal, `follow.py`); the loop list is that fold's loop entries, a page
-at a time; a loop's detail is the report's `LoopModel` (`report.data.loop_model`: plan, Developer report,
-candidate, QA, evidence, replay, admissions), read only when that loop is opened and kept once the loop
-is sealed; the ledger is `Ledger.load`, shown a page of issues and a page of behaviours at a time. Every
-read is cached on the workspace's change stamp (`sources.Source`; the ledger on its own file's), so a page
-that polls an idle run reads nothing. Nothing here writes.
+The header is `hoh status`'s figures (`store.status.workspace_status`, of the journal's fold kept by
+following it: `follow.py`) plus the attempt running now and when it started; the loop list is that fold's
+loop entries, made a page at a time; a loop's detail is the report's `LoopModel` (`report.data.loop_model`:
+plan, Developer report, candidate, QA, evidence, replay, admissions), read only when that loop is opened
+and kept once the loop is sealed; the ledger is `Ledger.load`, shown a page of issues and a page of
+behaviours at a time. Every read is cached on the workspace's change stamp (`sources.Source`; the ledger
+on its own file's), so a page that polls an idle run reads nothing. Nothing here writes.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..evidence.ledger import Ledger
 from ..records import LoopSummary
 from ..report.data import INLINE_LOOP_BYTES, DiffStat, LoopModel, diff_stats, evidence_files, loop_model, spec_title
 from ..statuses import LoopStatus, RunStatus
-from ..store.status import workspace_status
+from ..store.status import loop_entries, workspace_status
 from ..store.workspace import Workspace, open_workspace
 from .follow import Running
 from .sources import Source
@@ -73,7 +74,13 @@ def workspace(source: Source) -> Workspace:
 
 
 def status(source: Source) -> dict[str, Any]:
-    return source.cached("status", lambda: workspace_status(workspace(source)))
+    """`hoh status`'s figures from the followed journal's fold, with the newest loop's entry alone in `loops` (a
+    page of the loop list asks for its own: the header's cost stays the same however long the run)."""
+    def read() -> dict[str, Any]:
+        ws = workspace(source)
+        with source.follower().folded() as fold:
+            return workspace_status(ws, shown=1, fold=fold)
+    return source.cached("status", read)
 
 
 def header(source: Source) -> Header:
@@ -87,18 +94,31 @@ def header(source: Source) -> Header:
 
 
 def loop_page(source: Source, page: int) -> LoopPage:
-    entries = status(source)["loops"]
-    pages = max(1, -(-len(entries) // LOOPS_PER_PAGE))
-    page = min(max(page, 1), pages)
-    end = len(entries) - (page - 1) * LOOPS_PER_PAGE
-    chosen = entries[max(0, end - LOOPS_PER_PAGE):end]
-    return LoopPage([LoopSummary.from_json(e) for e in reversed(chosen)], page, pages, len(entries))
+    """One page of the loop list, newest first: only its loops' entries are made."""
+    def read() -> LoopPage:
+        state = RunStatus(status(source)["state"])
+        with source.follower().folded() as fold:
+            loops = fold.history.loop_list()
+            pages = max(1, -(-len(loops) // LOOPS_PER_PAGE))
+            shown = min(max(page, 1), pages)
+            end = len(loops) - (shown - 1) * LOOPS_PER_PAGE
+            entries = loop_entries(loops[max(0, end - LOOPS_PER_PAGE):end], state, time.time())
+        return LoopPage([LoopSummary.from_json(e) for e in reversed(entries)], shown, pages, len(loops))
+    return source.cached(f"loops-{page}", read)
+
+
+def loop_entry(source: Source, t: int) -> dict[str, Any] | None:
+    """Loop `t`'s entry, as `hoh status --json` gives it; None when the journal has no such loop."""
+    state = RunStatus(status(source)["state"])
+    with source.follower().folded() as fold:
+        stats = fold.history.loops.get(t)
+        return loop_entries([stats], state, time.time())[0] if stats is not None else None
 
 
 def page_of(source: Source, loop: int) -> int:
     """The loop-list page that shows `loop` (for the way back from a loop's page)."""
-    entries = status(source)["loops"]
-    later = sum(1 for e in entries if e["loop"] > loop)
+    with source.follower().folded() as fold:
+        later = sum(1 for t in fold.history.loops if t > loop)
     return later // LOOPS_PER_PAGE + 1
 
 
@@ -111,7 +131,7 @@ def facts(source: Source) -> dict[str, Any]:
 def loop_detail(source: Source, t: int) -> LoopDetail | None:
     """Loop `t` in full, or None when the journal has no such loop. A finished loop is sealed: what was read
     of it is kept while its fold entry stays the same."""
-    entry = next((e for e in status(source)["loops"] if e["loop"] == t), None)
+    entry = loop_entry(source, t)
     if entry is None:
         return None
 
