@@ -195,6 +195,23 @@ def test_a_loop_reaches_the_project_by_its_new_objects_or_by_a_fetch_when_the_pr
     _git("fsck", "--strict", "--no-dangling", cwd=work)
 
 
+def test_a_loop_tag_moved_after_refs_were_found_sound_is_still_found(tmp_path):
+    work, history, mirror, a0 = _published_root(tmp_path, "project")
+    published = {"loop-0001": a0}
+    _git("tag", "loop-0001", a0, cwd=work)
+    head, refs = mirror.refs()
+    assert mirror.ref_problems(head, refs, published) == []  # sound: remembered, compared whole next time
+    other = _git("commit-tree", "-m", "other", "4b825dc642cb6eb9a060e54bf8d69288fbee4904", cwd=work).strip()
+    _git("tag", "-f", "loop-0001", other, cwd=work)
+    _git("tag", "loop-0002", a0, cwd=work)
+    assert mirror.ref_problems(*mirror.refs(), published) == ["moved or deleted tag loop-0001", "created tag loop-0002"]
+    refs["refs/heads/main"] = other  # the dict it was given changes in the caller's hands: not what was found sound
+    assert mirror.ref_problems(head, refs, {"loop-0001": other}) == ["moved or deleted tag loop-0001"]
+    assert mirror.ref_problems(head, mirror.refs()[1], published) != []
+    assert mirror.ref_problems("ref: refs/heads/gone", refs, published) == [
+        "broke .git (HEAD names refs/heads/gone, which does not exist)"]
+
+
 # -- hoh's history.git -----------------------------------------------------------------------------------
 
 def test_everything_a_role_could_plant_in_history_git_is_guarded(make_project):

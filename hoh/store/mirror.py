@@ -67,6 +67,8 @@ class ProjectMirror:
         self._config: bytes | None = None
         self._packed: tuple[bytes, dict[str, str]] | None = None
         """packed-refs' bytes when last parsed, and what it held."""
+        self._sound_refs: tuple[str, dict[str, str], dict[str, str]] | None = None
+        """The last (HEAD, refs, published tags) `ref_problems` found nothing wrong with."""
 
     def git(self, *args: str, stdin: bytes | None = None) -> str:
         self.require_plain()
@@ -248,13 +250,19 @@ class ProjectMirror:
             return True
         return head.startswith("ref: ") and head[5:] not in refs
 
-    @staticmethod
-    def ref_problems(head: str, refs: dict[str, str], published: dict[str, str]) -> list[str]:
+    def ref_problems(self, head: str, refs: dict[str, str], published: dict[str, str]) -> list[str]:
+        """What is wrong with HEAD and hoh's loop tags among `refs`. The guard asks around every attempt, with as
+        many tags as loops: the same refs as the last sound ones are compared whole, not walked again."""
+        if self._sound_refs == (head, refs, published):
+            return []
         if head.startswith("ref: ") and head[5:] not in refs:
             return [f"broke .git (HEAD names {head[5:]}, which does not exist)"]
         tags = {ref[10:]: sha for ref, sha in refs.items() if ref.startswith("refs/tags/loop-")}
-        return [f"moved or deleted tag {name}" for name, commit in sorted(published.items())
-                if tags.get(name) != commit] + [f"created tag {name}" for name in sorted(tags.keys() - published.keys())]
+        found = [f"moved or deleted tag {name}" for name, commit in sorted(published.items())
+                 if tags.get(name) != commit] + [f"created tag {name}" for name in sorted(tags.keys() - published.keys())]
+        if not found:
+            self._sound_refs = (head, dict(refs), dict(published))
+        return found
 
     def restore_config(self) -> None:
         """Put back the config hoh accepted, over whatever is there now."""
