@@ -290,10 +290,10 @@ def test_a_sigint_ends_hoh_even_where_it_started_with_sigint_ignored():
     child = subprocess.Popen([sys.executable, "-c",
                               "import signal, sys, time\n"
                               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                              "from hoh.cli.main import stop_on_signals\n"
+                              "from hoh.cli.signals import stop_on_signals\n"
                               "stop_on_signals()\n"
-                              "print('up', flush=True)\n"
-                              "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    sys.exit(130)\n"],
+                              "try:\n    print('up', flush=True)\n    time.sleep(60)\n"
+                              "except KeyboardInterrupt:\n    sys.exit(130)\n"],
                              stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert child.stdout.readline().strip() == "up"
     child.send_signal(signal.SIGINT)

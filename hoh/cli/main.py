@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,7 +17,8 @@ from . import bench as bench_cli
 from . import export as export_cli
 from .console import err, out
 from .options import EXIT_CODES, JSON_HELP, PROGRESS_HELP, PROGRESS_METAVAR, ProgressMode, workspace_option
-from .shared import BUILD_DEFAULT, INTERRUPTED, print_error, setup_logging
+from .shared import BUILD_DEFAULT, print_error, setup_logging
+from .signals import graceful, interrupted, stop_on_signals
 from .usage import UsageCommand
 
 # The runtime, the harness adapters and rich's tables are imported inside the commands that use
@@ -110,27 +110,6 @@ def _finish(report, workspace: Path, progress=None, as_json: bool = False) -> No
         raise typer.Exit(code)
 
 
-_running_in: Path | None = None
-"""The workspace of the build or resume this process runs: the interruption's hint names it."""
-
-
-def _graceful(progress, workspace: Path) -> None:
-    """A first Ctrl-C, SIGTERM or SIGHUP ends the run after the current role attempt; a second one at once.
-    Supervisors with a hard deadline set HOH_STOP_AT_ONCE=1 to make the first one immediate."""
-    from ..store import stop
-    global _running_in
-    _running_in = workspace
-
-    def handler(signum, frame) -> None:
-        if stop.in_process_request() is not None or os.environ.get("HOH_STOP_AT_ONCE") == "1":
-            raise KeyboardInterrupt
-        stop.request_in_process(signal.Signals(signum).name)
-        progress("stopping", source=signal.Signals(signum).name)
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
-
-
 @app.command(cls=UsageCommand)
 def build(
     spec: Path = typer.Argument(..., help="The product spec, a Markdown file."),
@@ -183,7 +162,7 @@ def build(
                                        "environment.image": env_image,
                                        "environment.dockerfile": str(env_dockerfile) if env_dockerfile else None})
     with _progress(progress_mode, quiet, as_json) as progress:
-        _graceful(progress, workspace)
+        graceful(progress, workspace)
         report = api.build(spec, workspace, cfg, force=force, notify=progress, project=project)
     _finish(report, workspace, progress, as_json)
 
@@ -206,7 +185,7 @@ def resume(
     from .. import api
     _check_loops(loops)
     with _progress(progress_mode, quiet, as_json) as progress:
-        _graceful(progress, workspace)
+        graceful(progress, workspace)
         overrides = [*set_, *([f"policy.developers={developers}"] if developers is not None else [])]
         report = api.resume(workspace, more_loops=loops, notify=progress, overrides=overrides)
     if report.nothing_to_do and not as_json:
@@ -396,20 +375,6 @@ def mock_llm(
     raise typer.Exit(serve(argv))
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
-def stop_on_signals() -> None:
-    """`kill` and a closed terminal end hoh the way Ctrl-C does: the running harness's process group is
-    killed and the journal records the interruption (kill -9 is handled on resume). SIGINT too, whatever
-    this process inherited: a shell starts a background job with SIGINT ignored, and `hoh bench` must still
-    stop its Harbor runs (their own sessions) when a supervisor sends it one."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGHUP, _interrupt)
-
-
 def main() -> None:
     stop_on_signals()
     # Typer's standalone mode owns usage errors (its usage message, exit 2) and turns Ctrl-C into
@@ -421,21 +386,13 @@ def main() -> None:
         _error(str(e))
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        sys.exit(_interrupted())
+        sys.exit(interrupted())
     except SystemExit as e:
         if e.code == 130:
-            _interrupted()
+            interrupted()
         raise
     except Exception as e:
         if os.environ.get("HOH_DEBUG"):
             raise
         _error(f"internal error: {type(e).__name__}: {e} (a bug in hoh; rerun with HOH_DEBUG=1 for the traceback)")
         sys.exit(1)
-
-
-def _interrupted() -> int:
-    if _running_in is None:
-        _error(INTERRUPTED)
-    else:
-        _error(f"interrupted; continue with hoh resume -w {_running_in.expanduser().resolve()}")
-    return 130
