@@ -158,3 +158,34 @@ def test_temp_files_a_kill_left_mid_write_are_gone_after_the_resume(make_project
     assert result.returncode == 0, result.stderr
     assert [s for s in strays if s.exists()] == []
     assert run_hoh("status", "-w", p.ws, "--verify").returncode == 0
+
+
+def test_a_session_starts_by_packing_history_git_once_it_holds_many_loose_objects(make_project, monkeypatch):
+    from hoh.runtime import setup
+
+    p = make_project(mini_script(3))
+    assert p.build(loops=1).status == "finished"
+    git = ["git", "--git-dir", str(p.ws / "history.git")]
+
+    def counts() -> dict[str, int]:
+        out = subprocess.run([*git, "count-objects", "-v"], capture_output=True, text=True, check=True).stdout
+        return {key: int(value) for key, value in (line.split(": ") for line in out.splitlines()) if value.isdigit()}
+
+    def reachable() -> set[str]:
+        out = subprocess.run([*git, "rev-list", "--objects", "--all"], capture_output=True, text=True, check=True)
+        return {line.split()[0] for line in out.stdout.splitlines()}
+
+    loose = counts()["count"]
+    monkeypatch.setattr(setup, "PACK_LOOSE_AFTER", loose + 1)  # not yet: left loose
+    assert api.resume(p.ws, more_loops=1).status == "finished"
+    assert counts()["in-pack"] == 0 and counts()["count"] > loose
+    objects, before = reachable(), counts()["count"]
+    monkeypatch.setattr(setup, "PACK_LOOSE_AFTER", before)  # reached at the next session's start
+    assert api.resume(p.ws, more_loops=1).status == "finished"
+    after = counts()  # packed, then one more loop's objects written loose
+    assert after["packs"] == 1 and after["in-pack"] >= len(objects) and after["count"] < before
+    check = subprocess.run([*git, "cat-file", "--batch-check"], input="\n".join(sorted(objects)) + "\n",
+                           capture_output=True, text=True, check=True).stdout
+    assert "missing" not in check and len(check.splitlines()) == len(objects)  # nothing lost
+    subprocess.run([*git, "fsck", "--strict", "--no-dangling"], capture_output=True, check=True)
+    assert run_hoh("status", "-w", p.ws, "--verify").returncode == 0

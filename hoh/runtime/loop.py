@@ -45,7 +45,7 @@ from .packages import Merged, ParallelDevelopers
 from .replay import Replay
 from .roles import RoleJob, RoleRunner
 from .checksteps import CheckSteps
-from .setup import check_sealed_state, clear_temp_files, prepare_adapters, reconfigure, role_limits
+from .setup import check_sealed_state, clear_temp_files, pack_history, prepare_adapters, reconfigure, role_limits
 from .validate import MAX_EVIDENCE_FILE_BYTES
 
 Notify = Callable[..., None]
@@ -148,6 +148,7 @@ class Runtime:
             workspace.history.clear_stale_locks()
             workspace.history.move_outside_patterns()
             clear_temp_files(workspace)
+            pack_history(workspace)
             sweep_cgroups()
             check_sealed_state(workspace, history)
             environments = Environments(workspace.config, workspace.paths, journal, adapters)

@@ -1,5 +1,6 @@
-"""Before a run starts: each role's harness adapter, checked once per harness, and the settings a
-resume changes (`hoh resume --set`), validated and checked before hoh.yaml is rewritten."""
+"""Before a run starts: each role's harness adapter, checked once per harness, the settings a resume
+changes (`hoh resume --set`), validated and checked before hoh.yaml is rewritten, and the workspace's
+housekeeping (what a kill left behind; history.git's loose objects packed)."""
 
 from __future__ import annotations
 
@@ -115,6 +116,22 @@ def clear_temp_files(ws: Workspace) -> None:
     for stray in [*ws.paths.root.glob(".*.tmp"), *ws.paths.history.glob("tmp*.msg"),
                   ws.paths.project / ".git" / "index.hoh-copy"]:
         stray.unlink(missing_ok=True)
+
+
+PACK_LOOSE_AFTER = 4000
+"""Loose objects in history.git past which a session starts by packing them (about 200 loops' worth). hoh writes
+history.git with plumbing only, which never packs: a run of days would keep tens of thousands of small files."""
+
+
+def pack_history(ws: Workspace) -> bool:
+    """Pack history.git's loose objects once there are PACK_LOOSE_AFTER of them: at a session's start, before
+    any role runs. `repack -d` packs what its refs reach and removes only loose copies of what is now packed
+    (anything else stays as it is); `-n` leaves info/ alone. Whether it packed."""
+    counts = dict(line.split(": ", 1) for line in ws.history.git("count-objects", "-v").splitlines() if ": " in line)
+    if int(counts.get("count", 0)) < PACK_LOOSE_AFTER:
+        return False
+    ws.history.git("repack", "-d", "-q", "-n")
+    return True
 
 
 def role_limits(config) -> Limits:
