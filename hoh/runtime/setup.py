@@ -126,11 +126,12 @@ history.git with plumbing only, which never packs: a run of days would keep tens
 def pack_history(ws: Workspace) -> bool:
     """Pack history.git's loose objects once there are PACK_LOOSE_AFTER of them: at a session's start, before
     any role runs. `repack -d` packs what its refs reach and removes only loose copies of what is now packed
-    (anything else stays as it is); `-n` leaves info/ alone. Whether it packed."""
+    (anything else stays as it is); `-n` leaves info/ alone. A big file (a model, a dataset) is stored whole, never
+    compared with others for deltas, so the pack's memory stays bounded. Whether it packed."""
     counts = dict(line.split(": ", 1) for line in ws.history.git("count-objects", "-v").splitlines() if ": " in line)
     if int(counts.get("count", 0)) < PACK_LOOSE_AFTER:
         return False
-    ws.history.git("repack", "-d", "-q", "-n")
+    ws.history.git("-c", "core.bigFileThreshold=32m", "-c", "pack.windowMemory=128m", "repack", "-d", "-q", "-n")
     return True
 
 
