@@ -189,3 +189,23 @@ def test_a_session_starts_by_packing_history_git_once_it_holds_many_loose_object
     assert "missing" not in check and len(check.splitlines()) == len(objects)  # nothing lost
     subprocess.run([*git, "fsck", "--strict", "--no-dangling"], capture_output=True, check=True)
     assert run_hoh("status", "-w", p.ws, "--verify").returncode == 0
+
+
+def test_a_pack_that_fails_leaves_history_git_loose_and_the_run_goes_on(make_project, monkeypatch):
+    from hoh.runtime import setup
+    from hoh.store.git import History
+    from hoh.store.gitrun import GitError
+
+    p = make_project(mini_script(2))
+    assert p.build(loops=1).status == "finished"
+    real = History.git
+
+    def no_room(self, *args, **kwargs):
+        if "repack" in args:
+            raise GitError("git repack: No space left on device", code=128)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(History, "git", no_room)
+    monkeypatch.setattr(setup, "PACK_LOOSE_AFTER", 1)
+    assert api.resume(p.ws, more_loops=1).status == "finished"
+    assert not list((p.ws / "history.git" / "objects" / "pack").glob("*.pack"))
+    assert run_hoh("status", "-w", p.ws, "--verify").returncode == 0

@@ -5,6 +5,7 @@ housekeeping (what a kill left behind; history.git's loose objects packed)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from ..config import HohConfig, apply_overrides, dump_config, role_harness
 from ..errors import HarnessUnavailable, StateError, UsageError
@@ -14,6 +15,7 @@ from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
 from ..harness.limits import Limits
 from ..paths import ROLES
+from ..store.gitrun import GitError
 from ..store.journal import RunHistory
 from ..store.seal import SealedState
 from ..store.workspace import Workspace
@@ -118,6 +120,7 @@ def clear_temp_files(ws: Workspace) -> None:
         stray.unlink(missing_ok=True)
 
 
+log = logging.getLogger("hoh.setup")
 PACK_LOOSE_AFTER = 4000
 """Loose objects in history.git past which a session starts by packing them (about 200 loops' worth). hoh writes
 history.git with plumbing only, which never packs: a run of days would keep tens of thousands of small files."""
@@ -127,12 +130,18 @@ def pack_history(ws: Workspace) -> bool:
     """Pack history.git's loose objects once there are PACK_LOOSE_AFTER of them: at a session's start, before
     any role runs. `repack -d` packs what its refs reach and removes only loose copies of what is now packed
     (anything else stays as it is); `-n` leaves info/ alone. A big file (a model, a dataset) is stored whole, never
-    compared with others for deltas, so the pack's memory stays bounded. Whether it packed."""
-    counts = dict(line.split(": ", 1) for line in ws.history.git("count-objects", "-v").splitlines() if ": " in line)
-    if int(counts.get("count", 0)) < PACK_LOOSE_AFTER:
+    compared with others for deltas, so the pack's memory stays bounded. Whether it packed: housekeeping that
+    fails (a full disk) is logged, and the run goes on with its objects loose."""
+    try:
+        counts = dict(line.split(": ", 1) for line in ws.history.git("count-objects", "-v").splitlines()
+                      if ": " in line)
+        if int(counts.get("count", 0)) < PACK_LOOSE_AFTER:
+            return False
+        ws.history.git("-c", "core.bigFileThreshold=32m", "-c", "pack.windowMemory=128m", "repack", "-d", "-q", "-n")
+        return True
+    except (GitError, ValueError) as err:
+        log.warning("history.git left unpacked: %s", err)
         return False
-    ws.history.git("-c", "core.bigFileThreshold=32m", "-c", "pack.windowMemory=128m", "repack", "-d", "-q", "-n")
-    return True
 
 
 def role_limits(config) -> Limits:
