@@ -419,6 +419,11 @@ def test_the_followed_journal_reads_each_line_once_and_equals_a_full_read(demo_w
     assert follower.running is None  # the run finished
     journal.write_bytes(b"".join(lines[:5]))  # shorter (a repaired tail, a restore): read again from the start
     assert follower.update().lines == 5
+    with open(journal, "r+b") as fh:  # rewritten in place, as long as before: read again from the start too
+        fh.write(re.sub(rb'"time": \d', b'"time": 9', b"".join(lines[:5]), count=5))
+    os.utime(journal, ns=(time.time_ns(), time.time_ns() + 10**9))
+    with follower.update().folded() as fold:
+        assert fold.history == read_fold(WorkspacePaths(ws)).history and follower.lines == 5
     journal.write_bytes(b"".join(lines[:5]) + b'{"torn\n' + lines[5])
     with pytest.raises(StateError, match="line 6 is corrupt"):
         follower.update()

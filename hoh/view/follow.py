@@ -4,8 +4,8 @@ The journal is append-only, so a reader that remembers how far it got (a byte of
 inode) reads each line once however often the run moves: the journal's fold (`RunHistory` and `NoteBook`,
 what `hoh status` shows), the report's journal facts (`JournalFacts`: each attempt's outcome, role failures,
 sessions) and the attempt running now. Only complete lines are
-taken (a line being written is read the next time); a journal that shrank or was replaced (hoh
-repairing a torn tail, the guard restoring it) is read again from its start. Lines are checked as
+taken (a line being written is read the next time); a journal that shrank, was replaced (hoh
+repairing a torn tail, the guard restoring it) or was rewritten in place is read again from its start. Lines are checked as
 `Journal.records` checks them: a corrupt one raises StateError naming the line.
 """
 
@@ -37,6 +37,10 @@ class Running:
     since: float
 
 
+PROBE_BYTES = 4096
+"""The journal's bytes just before the offset that are compared again when it moves (as `store.fold` does)."""
+
+
 class Follower:
     """One workspace's journal, followed; `update()` reads what was appended, then `facts`, `running` and the fold
     (`folded()`) are current."""
@@ -48,6 +52,8 @@ class Follower:
 
     def _reset(self, inode: int | None) -> None:
         self.inode, self.offset, self.lines = inode, 0, 0
+        self.probe, self.mtime = b"", None
+        """The last PROBE_BYTES read, and the file's mtime when they were last compared with it."""
         self.facts = JournalFacts()
         self.running: Running | None = None
         self._fold = Fold(RunHistory(), NoteBook())
@@ -59,7 +65,7 @@ class Follower:
             except FileNotFoundError:
                 self._reset(None)
                 return self
-            if st.st_ino != self.inode or st.st_size < self.offset:
+            if st.st_ino != self.inode or st.st_size < self.offset or not self._unchanged_before(st):
                 self._reset(st.st_ino)
             if st.st_size > self.offset:
                 with open(self.path, "rb") as fh:
@@ -70,8 +76,19 @@ class Follower:
                     if not self._add(line, last=n == len(lines) - 1 and data.endswith(b"\n")):
                         break  # a torn last line (as `Journal.records` reads it): looked at again next time
                     self.offset += len(line) + 1
+                    self.probe = (self.probe + line + b"\n")[-PROBE_BYTES:]
                 self._fold.offset, self._fold.lines = self.offset, self.lines
             return self
+
+    def _unchanged_before(self, st: os.stat_result) -> bool:
+        """Whether the bytes read so far still end as they did: a journal rewritten in place (same file, not
+        shorter) is read again from its start. Looked at only when the file's mtime moved."""
+        if self.mtime == st.st_mtime_ns or not self.probe:
+            return True
+        self.mtime = st.st_mtime_ns
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset - len(self.probe))
+            return fh.read(len(self.probe)) == self.probe
 
     @contextmanager
     def folded(self) -> Iterator[Fold]:
