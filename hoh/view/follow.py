@@ -3,10 +3,10 @@
 The journal is append-only, so a reader that remembers how far it got (a byte offset, and the file's
 inode) reads each line once however often the run moves: the journal's fold (`RunHistory` and `NoteBook`,
 what `hoh status` shows), the report's journal facts (`JournalFacts`: each attempt's outcome, role failures,
-sessions) and the attempt running now. Only complete lines are
-taken (a line being written is read the next time); a journal that shrank, was replaced (hoh
-repairing a torn tail, the guard restoring it) or was rewritten in place is read again from its start. Lines are checked as
-`Journal.records` checks them: a corrupt one raises StateError naming the line.
+sessions) and the attempt running now. Only complete lines are taken (a line being written is read the next
+time); a journal that shrank, was replaced (hoh repairing a torn tail, the guard restoring it) or was
+rewritten in place is read again from its start. Lines are checked as `Journal.records` checks them: a
+corrupt one raises StateError naming the line.
 """
 
 from __future__ import annotations
@@ -71,13 +71,16 @@ class Follower:
                 with open(self.path, "rb") as fh:
                     fh.seek(self.offset)
                     data = fh.read(st.st_size - self.offset)
-                lines = data.split(b"\n")[:-1]  # complete lines only
-                for n, line in enumerate(lines):
-                    if not self._add(line, last=n == len(lines) - 1 and data.endswith(b"\n")):
-                        break  # a torn last line (as `Journal.records` reads it): looked at again next time
-                    self.offset += len(line) + 1
-                    self.probe = (self.probe + line + b"\n")[-PROBE_BYTES:]
-                self._fold.offset, self._fold.lines = self.offset, self.lines
+                lines, taken = data.split(b"\n")[:-1], 0  # complete lines only
+                try:
+                    for n, line in enumerate(lines):
+                        if not self._add(line, last=n == len(lines) - 1 and data.endswith(b"\n")):
+                            break  # a torn last line (as `Journal.records` reads it): looked at again next time
+                        taken += len(line) + 1
+                finally:  # what was taken before a corrupt line stays taken
+                    self.offset += taken
+                    self.probe = (self.probe + data[max(0, taken - PROBE_BYTES):taken])[-PROBE_BYTES:]
+                    self._fold.offset, self._fold.lines = self.offset, self.lines
             return self
 
     def _unchanged_before(self, st: os.stat_result) -> bool:
