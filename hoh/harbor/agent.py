@@ -17,12 +17,10 @@ import asyncio
 import json
 import os
 import shlex
-import socket
 import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from harbor.agents.agent_auth_resolution import ResolvedModelConnection
 from harbor.agents.base import BaseAgent
@@ -51,12 +49,11 @@ from ..store.stop import StopFile
 from ..store.workspace import is_workspace, open_workspace
 from . import budget
 from .context import fill_context
-from .loops import export_candidate, finished_loops, restore_project
+from .endpoint import check_reachable, host_base_url
+from .loops import describe_loop, export_candidate, finished_loops, restore_project, ws_loop_status
 from .trialenv import TrialRole, environment_name, workdir_of
 
 SUMMARY_SCHEMA_VERSION = 2
-HOST_ALIAS = "host.docker.internal"
-"""Docker Desktop's name for the machine running the engine: this machine, where hoh's Runtime runs."""
 SETTLE_SECONDS = 120.0
 """After the deadline or Harbor's cancel: how long the Runtime gets to stop its attempt and journal the end."""
 
@@ -84,37 +81,6 @@ class HohAgentOptions(AgentOptions):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
-
-
-def host_base_url(url: str) -> str:
-    """The endpoint as this machine reaches it: `host.docker.internal` (the host, as a container names it) is
-    this machine where that name does not resolve here."""
-    parts = urlsplit(url)
-    if parts.hostname != HOST_ALIAS:
-        return url
-    try:
-        socket.getaddrinfo(HOST_ALIAS, None)
-        return url
-    except socket.gaierror:
-        netloc = f"127.0.0.1:{parts.port}" if parts.port else "127.0.0.1"
-        return urlunsplit(parts._replace(netloc=netloc))
-
-
-def check_reachable(url: str, given: str, timeout: float = 5.0) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TaskEnvironmentError(f"the model endpoint {given!r} is not an http(s) URL; pass e.g. "
-                                   "base_url=http://HOST:PORT/v1")
-    try:
-        with socket.create_connection((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)),
-                                      timeout=timeout):
-            return
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
-    shown = f"{given} ({url} here)" if given != url else url
-    raise TaskEnvironmentError(f"the model endpoint {shown} is not reachable from this machine ({reason}), where "
-                               "hoh's egress proxy forwards the harness's requests to it; give a base_url this "
-                               "machine can reach")
 
 
 class HohAgent(BaseAgent):
@@ -430,18 +396,3 @@ class HohAgent(BaseAgent):
         path = self.paths.summary
         if path.is_file():
             fill_context(context, json.loads(path.read_text(encoding="utf-8")))
-
-
-def ws_loop_status(ws: Any, t: int) -> str:
-    entry = next((e for e in api.status(ws.paths.root)["loops"] if e["loop"] == t), {})
-    return str(entry.get("status"))
-
-
-def describe_loop(entry: dict[str, Any], target: int) -> str:
-    """One line per finished loop, for Harbor's log and run.log."""
-    usage = {k: sum((u or {}).get(k, 0) or 0 for u in (entry.get("usage") or {}).values())
-             for k in ("input_tokens", "output_tokens")}
-    return (f"hoh loop {entry['loop']}/{target}: {entry.get('verdict') or entry.get('status')}, "
-            f"{entry.get('criteria_verified')}/{entry.get('criteria_total')} criteria verified, candidate "
-            f"{entry.get('candidate_id') or 'none'}, {entry.get('seconds') or 0:.1f}s, "
-            f"tokens in {usage['input_tokens']} out {usage['output_tokens']}")

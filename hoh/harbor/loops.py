@@ -11,6 +11,7 @@ import io
 import tarfile
 from typing import Any
 
+from .. import api
 from ..fsutil import atomic_write_bytes, atomic_write_json
 from ..paths import AgentRunPaths
 from ..records import Candidate, read_candidate
@@ -59,3 +60,18 @@ def restore_project(ws: Workspace) -> int | None:
             return t
     ws.history.reset_to(ws.identity["root_commit"])
     return None
+
+
+def ws_loop_status(ws: Any, t: int) -> str:
+    entry = next((e for e in api.status(ws.paths.root)["loops"] if e["loop"] == t), {})
+    return str(entry.get("status"))
+
+
+def describe_loop(entry: dict[str, Any], target: int) -> str:
+    """One line per finished loop, for Harbor's log and run.log."""
+    usage = {k: sum((u or {}).get(k, 0) or 0 for u in (entry.get("usage") or {}).values())
+             for k in ("input_tokens", "output_tokens")}
+    return (f"hoh loop {entry['loop']}/{target}: {entry.get('verdict') or entry.get('status')}, "
+            f"{entry.get('criteria_verified')}/{entry.get('criteria_total')} criteria verified, candidate "
+            f"{entry.get('candidate_id') or 'none'}, {entry.get('seconds') or 0:.1f}s, "
+            f"tokens in {usage['input_tokens']} out {usage['output_tokens']}")
