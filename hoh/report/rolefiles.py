@@ -6,7 +6,9 @@ browser to open by its name: `x.html`, `x.svg` or `x.xhtml` would run its script
 the user's files in reach. So the report links a copy of
 each beside its pages (`files/loop-0007/<digest>-<name>.txt`: text/plain, as `hoh view` serves the files),
 cut at `COPY_LIMIT` with a note saying so. A `.txt` file and a raster image keep their link to the file itself:
-by its name every browser opens it as text or as an image, which runs nothing whatever it holds.
+by its name every browser opens it as text or as an image, which runs nothing whatever it holds (the evidence
+folder holds regular files only: hoh copies QA's in and leaves every link behind, whose target's name a browser
+would go by).
 
 The copies are read as they are written, with the loop's page (`render.py`), one at a time: a report of many
 loops never holds their evidence in memory.
