@@ -172,7 +172,8 @@ def test_a_build_checks_its_harness_once(tmp_path, monkeypatch):
 # The house's floors, bottom first: a module may import its own floor's package and anything below it, never
 # above. The ground floor's single modules (config, paths, usage, ...) may import each other.
 FLOORS = [
-    {"hoh", "errors", "config", "fsutil", "paths", "plans", "markers", "resources", "usage", "records", "summary", "statuses"},
+    {"hoh", "errors", "config", "fsutil", "paths", "plans", "markers", "resources", "usage", "records", "summary",
+     "statuses", "terminal"},
     {"evidence", "harness"},
     {"testing"},
     {"store"},

@@ -14,12 +14,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_hoh
+from conftest import mini_script, run_hoh
 from harbor_env import bench_runs, bench_trust, harbor  # noqa: F401 - fixtures
 from long_run import make_long_workspace
 
 from hoh.report import write_workspace_report
 from hoh.report.pages import ITEMS_PER_PAGE, ITEMS_SHOWN, LOOPS_SHOWN
+from hoh.report.rolefiles import AS_THEY_ARE
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-gpu"]
@@ -120,6 +121,57 @@ def test_workspace_report_in_chromium(browser, demo_ws, tmp_path):
         assert loop.page.get_attribute("a[rel=next]", "href") == "loop-0002.html"
     finally:
         loop.close()
+
+
+RAN = "document.title = 'ran'"
+"""What QA's pages try: a script that leaves its mark where the test can read it."""
+ACTIVE = {"page.html": f"<html><body><script>{RAN}</script><p>a page</p></body></html>\n",
+          "picture.svg": f'<svg xmlns="http://www.w3.org/2000/svg"><script>{RAN}</script></svg>\n',
+          "doc.xhtml": f'<html xmlns="http://www.w3.org/1999/xhtml"><head><title>a page</title></head>'
+                       f'<body><script>{RAN}</script></body></html>\n',
+          "shot.png": f"<html><body><script>{RAN}</script></body></html>\n"}
+"""QA's evidence files that a browser would open as documents by their names, and an image that is a page."""
+
+
+def test_a_role_s_page_is_linked_as_text_and_runs_nothing(browser, make_project, tmp_path):
+    """QA leaves pages with scripts (HTML, SVG, XHTML) as evidence and cites them; the report, opened from
+    file://, links each through its own text copy: followed, the link shows the page's source and runs nothing.
+    Opened as they are, the same files run their script (what the report must never link to)."""
+    script = mini_script(1)
+    qa = script["loops"][1]["qa"]
+    qa["actions"] = [{"write": {"path": "${evidence_dir}/" + name, "content": body}} for name, body in ACTIVE.items()]
+    qa["reply"] = {"findings": [{"title": "pages with scripts", "severity": "major", "repro": "true",
+                                 "evidence": [{"kind": "file", "ref": name, "detail": "QA's"} for name in ACTIVE]}]}
+    project = make_project(script)
+    project.build(loops=1)
+    out, _ = write_workspace_report(project.ws, tmp_path / "report.html")
+    evidence = project.state("loops", "0001", "evidence")
+    for name in ("page.html", "picture.svg", "doc.xhtml"):  # the files themselves are active, so the test can fail
+        raw = Opened(browser, evidence / name)
+        try:
+            assert raw.page.title() == "ran", name
+        finally:
+            raw.close()
+    for page_name, selector in (("report-pages/loop-0001.html", "#loop-0001 .finding a"),
+                                ("report-pages/issues-1.html", "#I-0001 a"), ("report.html", "#I-0001 a")):
+        opened = Opened(browser, tmp_path / page_name)
+        try:
+            opened.check_clean()
+            links = opened.page.evaluate(f"""[...document.querySelectorAll({selector!r})]
+                .map(a => [a.textContent, a.getAttribute('href'), a.href])""")
+            linked = {text: (href, url) for text, href, url in links if text in ACTIVE}
+            assert set(linked) == set(ACTIVE), links
+            page = opened.page
+            for name, (href, url) in linked.items():
+                shown_as_itself = Path(name).suffix in AS_THEY_ARE
+                assert href.endswith(name if shown_as_itself else ".txt") and ("/evidence/" in href) == shown_as_itself
+                page.goto(url, wait_until="load")  # where the link takes the user (some are in folded history)
+                assert page.url == url and page.title() != "ran", (name, href)
+                if not shown_as_itself:  # the page's source, as text
+                    assert page.evaluate("document.contentType") == "text/plain", (name, href)
+                    assert RAN in page.evaluate("document.body.innerText"), (name, href)
+        finally:
+            opened.close()
 
 
 def test_long_workspace_report_in_chromium(browser, tmp_path):

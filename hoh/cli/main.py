@@ -102,7 +102,9 @@ def _finish(report, workspace: Path, progress=None, as_json: bool = False) -> No
     if report.status is RunStatus.FINISHED:
         out().print(f"finished {done} · hoh status -w {workspace}")
     elif report.status.ended_as_planned:
-        out().print(f"{report.status} after {done}: {report.error} · hoh status -w {workspace}", soft_wrap=True)
+        # the error may quote a role (its words, a file name): text, never rich markup
+        out().print(f"{report.status} after {done}: {report.error} · hoh status -w {workspace}", soft_wrap=True,
+                    markup=False, highlight=False)
     else:
         _error(f"{report.status} after {done}: {report.error}")
         _error(report.status.next_step(workspace))

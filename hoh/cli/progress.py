@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..harness.attempt import tool_label
+from ..terminal import terminal_text
 from ..usage import Usage
 from .options import ProgressMode
 from .tail import EventsTail, LiveFigures
@@ -142,7 +143,8 @@ class LiveProgress:
                 f"{usage.total_tokens:,} tokens · {cost_text(usage.cost_usd)} · {tools} tool calls")
         if last:
             text += f" · last: {last}"
-        return Text(text, no_wrap=True, overflow="ellipsis")  # Text: an agent's words are never rich markup
+        # Text: an agent's words are never rich markup; and what rich's Text would drop unseen (a CR) is shown
+        return Text(terminal_text(text), no_wrap=True, overflow="ellipsis")
 
     # ---- notifications ------------------------------------------------------------------------
     def __call__(self, kind: str, **f: Any) -> None:
@@ -155,7 +157,7 @@ class LiveProgress:
         if self.mode is ProgressMode.JSON:
             self.emit("warning", message=message)
         else:
-            self.console.print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+            self.console.print(Text.assemble(("warning:", "yellow"), " ", terminal_text(message)), soft_wrap=True)
 
     def on_stopping(self, source: str, **_: Any) -> None:
         if self.stopping:  # once: the user asked for it

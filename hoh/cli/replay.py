@@ -16,6 +16,7 @@ from ..evidence.checks import RunStatus
 from ..runtime.replay import Replay
 from ..runtime.replaying import Bisection, PastReplay
 from ..store.workspace import open_workspace
+from ..terminal import terminal_text
 
 PASSING = (RunStatus.passed, RunStatus.flaky)
 
@@ -28,7 +29,8 @@ def run(workspace: Path, loop: int | None, bisect: str | None, as_json: bool) ->
     with PastReplay(ws) as past:
         if bisect is not None:
             found = past.bisect(bisect.strip().upper())
-            print(json.dumps(found.to_json(), indent=2) if as_json else bisection_line(found), flush=True)
+            shown = json.dumps(found.to_json(), indent=2) if as_json else terminal_text(bisection_line(found))
+            print(shown, flush=True)
             return 0
         done = past.replay(loop if loop is not None else past.last_finished())
         added = {c["id"]: c.get("added", {}).get("loop") for c in past.register.checks}
@@ -36,8 +38,8 @@ def run(workspace: Path, loop: int | None, bisect: str | None, as_json: bool) ->
     if as_json:
         print(json.dumps({**replay_json(done), "jailed": jailed}, indent=2), flush=True)
     else:
-        for line in replay_lines(done, added, jailed):
-            print(line, flush=True)
+        for line in replay_lines(done, added, jailed):  # a reason may quote QA's check (its cwd, its stdin_file)
+            print(terminal_text(line), flush=True)
     return 0 if all(r.status in PASSING for r in done.results) else 1
 
 

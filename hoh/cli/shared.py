@@ -1,5 +1,6 @@
 """What the typer app and the fast `hoh status` (`entry.py`) share, with no typer: how a workspace is found
-without -w, hoh's log (`-v`, `-q`, `--log-file`) and the one-line error.
+without -w, hoh's log (`-v`, `-q`, `--log-file`) and the one-line error. Both quote what roles wrote (a file
+name, a role's error), so both print text only (`hoh.terminal`).
 
 Only the standard library is imported here: `hoh status` loads this module without typer.
 """
@@ -10,6 +11,8 @@ import logging
 import sys
 from pathlib import Path
 from typing import Optional
+
+from ..terminal import terminal_text
 
 BUILD_DEFAULT = Path("hoh-work")
 """`hoh build`'s workspace when no -w is given; the other commands find it too."""
@@ -39,6 +42,19 @@ def find_workspace(start: Path | None = None) -> Path | None:
     return found
 
 
+class TerminalFormatter(logging.Formatter):
+    """A log line as text: its message on one line with its controls visible, a traceback over its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return terminal_text(super().formatMessage(record))
+
+    def formatException(self, ei) -> str:
+        return terminal_text(super().formatException(ei), lines=True)
+
+    def formatStack(self, stack_info: str) -> str:
+        return terminal_text(super().formatStack(stack_info), lines=True)
+
+
 def setup_logging(verbose: int, quiet: bool, log_file: Optional[Path]) -> None:
     """hoh's log (`hoh.*` loggers): to stderr with -v (INFO) or -vv (DEBUG), only errors with -q; to
     `log_file` at INFO (DEBUG with -vv), appended, whatever stderr shows."""
@@ -50,7 +66,7 @@ def setup_logging(verbose: int, quiet: bool, log_file: Optional[Path]) -> None:
     if verbose or quiet:
         stream = logging.StreamHandler(sys.stderr)
         stream.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose > 1 else logging.INFO)
-        stream.setFormatter(logging.Formatter("hoh: %(message)s"))
+        stream.setFormatter(TerminalFormatter("hoh: %(message)s"))
         root.addHandler(stream)
     if log_file is not None:
         try:
@@ -59,15 +75,16 @@ def setup_logging(verbose: int, quiet: bool, log_file: Optional[Path]) -> None:
             from ..errors import UsageError
             raise UsageError(f"cannot write the log file {log_file}: {err.strerror}") from None
         handler.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TerminalFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
     if not root.handlers:
         root.addHandler(logging.NullHandler())
 
 
 def print_error(message: str) -> None:
-    """Errors are plain single lines (never wrapped), so scripts can read them."""
-    print(f"hoh: {message}", file=sys.stderr, flush=True)
+    """Errors are plain single lines (never wrapped), so scripts can read them; what a role wrote in one (a file
+    name, its own error) shows its controls and newlines as escapes."""
+    print(f"hoh: {terminal_text(message)}", file=sys.stderr, flush=True)
 
 
 INTERRUPTED = "interrupted"

@@ -12,6 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Union
 
 from ..store.status import EarlierLoops
+from ..terminal import terminal_text
 
 if TYPE_CHECKING:  # rich is imported by the functions that print through it
     from rich.console import Console
@@ -181,7 +182,15 @@ def status_layout(data: dict[str, Any], show_all: bool = False) -> list[Block]:
     if data.get("sandbox") == "off":
         blocks.append(Line(f"{WARNING} sandbox.mode is off: roles ran without the OS jail (hoh's guard and the "
                            "harness's own flags were the only protection)", LineKind.WARNING))
-    return blocks
+    return [_shown(block) for block in blocks]
+
+
+def _shown(block: Block) -> Block:
+    """The block as a terminal may be sent it: agents' words (a loop's reason, a stop reason, a note) with their
+    controls visible, before either printer lays them out (so rich and the plain text agree)."""
+    if isinstance(block, Grid):
+        return Grid(block.columns, [tuple(terminal_text(cell) for cell in row) for row in block.rows])
+    return Line(terminal_text(block.text), block.kind)
 
 
 def render_status(console: "Console", data: dict[str, Any], show_all: bool = False) -> None:
@@ -203,20 +212,25 @@ def render_status(console: "Console", data: dict[str, Any], show_all: bool = Fal
 
 
 def show_issue(console: "Console", item: dict[str, Any]) -> None:
-    """Titles, behaviours, evidence and notes are agents' words: printed as text, never as rich markup."""
+    """Titles, behaviours, evidence and notes are agents' words: printed as text, never as rich markup, their
+    controls visible and each on its one line."""
     from rich.markup import escape
+
+    def text(words: str) -> str:
+        return escape(terminal_text(words))
+
     if item["id"].startswith("I-"):
-        console.print(f"[bold]{item['id']}[/bold] {escape(item['title'])}")
+        console.print(f"[bold]{item['id']}[/bold] {text(item['title'])}")
         extra = f" · linked behaviour {item['behaviour_id']}" if item.get("behaviour_id") else ""
         console.print(f"status {item['status']} · severity {item['severity']} · loops {item['first_loop']}–"
                       f"{item['last_loop']} · regressions {item['regressions']}{extra}")
     else:
-        console.print(f"[bold]{item['id']}[/bold] {escape(item['behaviour'])}")
+        console.print(f"[bold]{item['id']}[/bold] {text(item['behaviour'])}")
         console.print(f"status {item['status']} · first verified loop {item['first_verified']['loop']} · "
                       f"issues {', '.join(item['issues']) or 'none'}")
     table = _table("loop", "candidate", "status", "by", "evidence / notes")  # ids fold, never end in "…"
     for h in item["history"]:
         detail = "; ".join(filter(None, [", ".join(h.get("evidence", [])[:3]), h.get("notes", "")]))
         table.add_row(str(h["loop"]), h["candidate_id"] or "", h["status"], ", ".join(h.get("sources", [])),
-                      escape(detail))
+                      text(detail))
     console.print(table)

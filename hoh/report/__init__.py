@@ -9,6 +9,7 @@
     pages.py         the workspace report's layout (a main page, a folder of loop and ledger pages) and which
                      pages are stale: a sealed loop's page is written once
     render.py        jinja2 templates (templates/) → HTML strings; the checked, atomic write
+    rolefiles.py     a role's file as the report links it: the report's own text copy (`.txt`), never the file
     templates/       base.html.j2 (CSS, table sort/filter script), bench.html.j2, workspace.html.j2 (the main
                      page), ws_loop/ws_loops/ws_issues/ws_behaviours.html.j2 (its pages), _run.html.j2 (their parts)
 
@@ -33,10 +34,10 @@ def write_workspace_report(workspace: Path, out: Path | None = None) -> tuple[Pa
     run = read_run(Path(workspace))
     target = check_output(out if out is not None else run.workspace / "report.html")
     made = workspace_pages(run, target)
-    for path, html in made:  # the main page last: it never links to a page not yet written
+    for path, content in made:  # the main page last: it never links to a page not yet written
         if path != target:
-            path.parent.mkdir(exist_ok=True)
-        write(html, path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+        write(content, path)
     return target, run
 
 

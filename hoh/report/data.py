@@ -378,6 +378,11 @@ def evidence_files(paths: WorkspacePaths, folder: Path, total: int) -> tuple[dic
     return found, total - spent
 
 
+def evidence_path(run: RunModel, loop: int, name: str) -> str:
+    """Loop `loop`'s evidence file `name` relative to the workspace, as a link spells it (a name: never resolved)."""
+    return (run.ws.paths.loop(loop).evidence / name).relative_to(run.ws.paths.root).as_posix()
+
+
 def _text_excerpt(head: bytes, cut: bool) -> str | None:
     """The bytes as text, or None when they are not UTF-8 text (a cut may split one character)."""
     try:

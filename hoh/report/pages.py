@@ -7,6 +7,8 @@
     report-pages/loops-1.html        loops 1–50 as a table (loops-2: 51–100, …)
     report-pages/issues-1.html       issues 1–100 of the ledger with their histories (issues-2: 101–200, …)
     report-pages/behaviours-1.html   behaviours 1–100 of the register
+    report-pages/files/loop-0001/    the report's text copies of loop 1's evidence files (`rolefiles.py`), made
+                                     with its page
 
 (for `-o NAME.html`, the folder is `NAME-pages/`). The main page's size and cost do not grow with the
 run's loops but for the plots' data; each other page is bounded by its loop or its 50 or 100 items.
@@ -33,7 +35,8 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..errors import UsageError
-from .data import LoopModel, RunModel, read_details, read_plans
+from .data import LoopModel, RunModel, evidence_path, read_details, read_plans
+from .rolefiles import copy_name
 
 FORMAT = 1
 """This layout's version, in every page's key: a report made by another layout is made anew."""
@@ -133,7 +136,12 @@ class Pages:
                 return f"#{quote(ident)}"
             return f"{page(pages[ident])}#{quote(ident)}"
 
-        return {"link": link, "page": page, "loop_href": lambda t: page(loop_page(t)),
+        def evidence_href(t: int, name: str) -> str:
+            """QA's evidence file: the report's text copy of it (`rolefiles.py`), or a text file or image itself."""
+            copy = copy_name(t, name)
+            return page(copy) if copy is not None else link(evidence_path(self.run, t, name))
+
+        return {"link": link, "page": page, "loop_href": lambda t: page(loop_page(t)), "evidence_href": evidence_href,
                 "issue_href": lambda ident: item(self.issue_page, ident),
                 "behaviour_href": lambda ident: item(self.behaviour_page, ident),
                 "main_href": quote(f"../{self.layout.main.name}") if in_folder else "#", "prefix": prefix}

@@ -2,9 +2,10 @@
 a workspace report as a main page and a folder of small pages beside it (`pages.py`).
 
 Everything a page needs is inside it: CSS, the plots as SVG, a few lines of script for the
-tables. Nothing is fetched when it is opened; links between the pages, and to evidence and attempt
-logs, are relative paths (from the report's own folder to the workspace), so they work from `file://`
-as long as the report and the workspace stay where they were.
+tables. Nothing is fetched when it is opened; links between the pages, and to attempt logs, are relative
+paths (from the report's own folder to the workspace), so they work from `file://` as long as the report and
+the workspace stay where they were. QA's evidence files are linked through the report's own text copies
+(`rolefiles.py`): a role's file is never opened by the browser as a page.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import markupsafe
 
 from .. import __version__
 from ..errors import UsageError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_bytes, atomic_write_text
 from .bench_model import BenchReport
 from .data import RunModel
 from .plots import ROLE_COLOURS, bench_plots, workspace_plots
+from .rolefiles import FileCopy, copy_name
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -93,9 +95,10 @@ def _stamp() -> str:
     return f"hoh {__version__} · {now}"
 
 
-def workspace_pages(run: RunModel, out: Path) -> list[tuple[Path, str]]:
-    """The workspace report's pages that are missing or stale (`pages.py`), rendered: (path, HTML) each,
-    the main page at `out` last. Links are relative, to each other and to the workspace."""
+def workspace_pages(run: RunModel, out: Path) -> list[tuple[Path, "str | FileCopy"]]:
+    """The workspace report's pages that are missing or stale (`pages.py`), rendered: (path, HTML) each, a
+    loop's page after the copies of its evidence files (path, `FileCopy`), the main page at `out` last. Links are
+    relative, to each other and to the workspace."""
     from .pages import Layout, Pages
 
     layout = Layout(out)
@@ -112,6 +115,9 @@ def workspace_pages(run: RunModel, out: Path) -> list[tuple[Path, str]]:
             made.append((layout.main, env.get_template(todo.template).render(**context)))
         else:
             context["page_title"] = f"{todo.name.removesuffix('.html')} · {run.title} · hoh report"
+            if (lp := todo.context.get("lp")) is not None:
+                made += [(layout.folder / name, FileCopy(run.workspace / f.rel_path, f.rel_path))
+                         for f in lp.evidence.values() if (name := copy_name(lp.loop, f.name)) is not None]
             made.append((layout.folder / todo.name, env.get_template(todo.template).render(**context)))
     return made
 
@@ -121,10 +127,14 @@ def bench_html(report: BenchReport) -> str:
         report=report, plots=bench_plots(report), stamp=_stamp(), page_title=report.title)
 
 
-def write(html: str, out: Path) -> None:
-    """Write the page whole or not at all, readable as any file the user creates (a report is for sharing)."""
+def write(content: "str | FileCopy", out: Path) -> None:
+    """Write the page (or a copy of a role's file) whole or not at all, readable as any file the user creates (a
+    report is for sharing)."""
     try:
-        atomic_write_text(out, html)
+        if isinstance(content, FileCopy):
+            atomic_write_bytes(out, content.read(), durable=False)
+        else:
+            atomic_write_text(out, content)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(out, 0o666 & ~mask)
