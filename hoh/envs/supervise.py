@@ -10,8 +10,13 @@ reached or hoh is interrupted, and then copies both streams out.
 Every `exec` costs Docker Compose ~0.1 s of CPU, so an attempt takes four however many files it moves: one
 copy in (the role's view and stdin, staged together), one `exec` that puts them in place, starts the CLI and
 waits for it (`LOOK_SECONDS`, again as long as it runs), one that kills what is left and links the streams and
-the writable paths into one directory, and one copy out. Needs `sh`, `wc`, `kill`, `head`, `date` and
+the writable paths into one directory, and one copy out. Needs `sh`, `env`, `wc`, `kill`, `head`, `date` and
 `sleep` in the image: every image that can run a CLI has them.
+
+The attempt's variables (the role's, a check's) are the CLI's alone: `env NAME=VALUE… ARGV` on the supervisor's
+command line sets them over the environment's own, for the CLI only. No `exec` of hoh's carries them, so they
+reach neither the engine's client on this machine (Docker's, which gets hoh's environment) nor the shell that
+places the files and starts the supervisor there.
 """
 
 from __future__ import annotations
@@ -108,6 +113,17 @@ def _signal(attempt: Attempt, sig: str) -> str:
 Limit = Literal["wall", "idle", "output"]
 
 
+def cli_argv(argv: list[str], variables: dict[str, str]) -> list[str]:
+    """`argv` run with `variables` set over the environment's own (`env`, which then finds argv[0] on their PATH).
+    A name `env` would not read as one (empty, with `=`, a NUL) is refused, not passed on as a program."""
+    for name, value in variables.items():
+        if not name or "=" in name or name.startswith("-") or "\0" in name + value:
+            raise ValueError(f"not an environment variable: {name!r}")
+    if "=" in argv[0] or argv[0].startswith("-"):
+        raise ValueError(f"a program name env would read as a variable: {argv[0]!r}")
+    return ["env", *(f"{name}={value}" for name, value in variables.items()), *argv]
+
+
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str,
               variables: dict[str, str], *, wall: float, idle: float,
               max_output: int) -> tuple[int | None, Limit | None, float]:
@@ -120,14 +136,13 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
         place.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
                      f"mv {q(staged)} {q(root)}; fi")
     place.append(f"rm -rf {q(f'{ROOT}/in')}")
-    command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
+    command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *cli_argv(argv, variables)])
     window = max(1.0, min(LOOK_SECONDS, wall, idle))
     begun = last_activity = time.monotonic()
     # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
     # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
     result = await env.exec(f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
-                            f"{_wait(attempt, window, max_output)}",
-                            env=variables, timeout_sec=EXEC_TIMEOUT + math.ceil(window))
+                            f"{_wait(attempt, window, max_output)}", timeout_sec=EXEC_TIMEOUT + math.ceil(window))
     if result.return_code != 0:
         raise OSError(f"the environment would not start the attempt: {(result.stderr or result.stdout or '').strip()}")
     seen = 0
