@@ -112,6 +112,7 @@ def test_a_check_env_that_would_run_code_is_refused_with_a_re_ask_and_an_allowed
     hostile = {**HONEST, "attach": {**HONEST["attach"], "env": {"WHO": "bob", **marker.hostile_env()}}}
     project = Project(tmp_path, {"schema_version": 1, "loops": {1: greeter([[hostile], [HONEST]])}})
     assert project.build(loops=1).status == "finished"
+    assert marker.left() == []
     first = project.attempt_result(1, "qa", 1)
     said = " ".join(first["violations"] + first.get("errors", []))
     for name in REFUSED:
@@ -148,6 +149,7 @@ def test_a_refused_env_planted_in_the_register_is_never_applied_and_is_an_error_
     _plant(project, marker.hostile_env())
 
     shown = run_hoh("replay", "-w", project.ws, "--json")
+    assert marker.left() == []
     assert shown.returncode == 1, shown.stderr
     results = {r["id"]: r for r in json.loads(shown.stdout)["results"]}
     assert results["C-0001"]["status"] == RunStatus.passed.value  # WHO still reaches the command
@@ -178,8 +180,10 @@ def test_the_checks_runner_refuses_what_no_check_may_set_wherever_it_runs(tmp_pa
     view = tmp_path / "view"
     view.mkdir()
     runner = CheckRunner(LOCAL, JailSpec(), Limits(), tmp_path / "scratch")
-    for name, value in marker.hostile_env().items():
-        run = runner.run(CheckSpec("true", env={name: value}), view, "none", tmp_path / f"{name}.txt", tmp_path)
+    runs = {name: runner.run(CheckSpec("true", env={name: value}), view, "none", tmp_path / f"{name}.txt", tmp_path)
+            for name, value in marker.hostile_env().items()}
+    assert marker.left() == []
+    for name, run in runs.items():
         assert run.status is RunStatus.error and name in run.reason, run
     for env in ({"A": "nul\0byte"}, ["LD_PRELOAD", str(marker.lib)], {"ld_preload": str(marker.lib)}):
         run = runner.run(CheckSpec.from_json({"command": "true", "env": env}), view, "none", tmp_path / "bad.txt",
