@@ -10,13 +10,14 @@ reached or hoh is interrupted, and then copies both streams out.
 Every `exec` costs Docker Compose ~0.1 s of CPU, so an attempt takes four however many files it moves: one
 copy in (the role's view and stdin, staged together), one `exec` that puts them in place, starts the CLI and
 waits for it (`LOOK_SECONDS`, again as long as it runs), one that kills what is left and links the streams and
-the writable paths into one directory, and one copy out. Needs `sh`, `env`, `wc`, `kill`, `head`, `date` and
+the writable paths into one directory, and one copy out. Needs `sh`, `wc`, `kill`, `head`, `date` and
 `sleep` in the image: every image that can run a CLI has them.
 
-The attempt's variables (the role's, a check's) are the CLI's alone: `env NAME=VALUE… ARGV` on the supervisor's
-command line sets them over the environment's own, for the CLI only. No `exec` of hoh's carries them, so they
-reach neither the engine's client on this machine (Docker's, which gets hoh's environment) nor the shell that
-places the files and starts the supervisor there.
+The attempt's variables (the role's, a check's) are the CLI's alone: they travel in the copy, as a file of
+quoted `export` lines (`stage_env`) that the supervisor reads in the subshell that becomes the CLI, over the
+environment's own. No `exec` of hoh's carries them, so none is in the environment or on the command line of the
+engine's client on this machine (Docker's, which runs with hoh's environment, and whose command line every user
+of the machine can read), nor in the shell that places the files and starts the supervisor there.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from ..evidence.checks import ENV_NAME
 from ..harness.process import KILL_GRACE_SECONDS, ProcessResult, file_excerpt
 
 if TYPE_CHECKING:
@@ -43,7 +45,8 @@ d=$1; cwd=$2; shift 3
 cd "$cwd" 2>"$d/stderr" || { echo 126 >"$d/exit"; exit 0; }
 # Its own session, so one kill reaches everything it starts (setsid does not fork: the job is no group leader).
 if command -v setsid >/dev/null 2>&1; then set -- setsid "$@"; fi
-"$@" <"$d/stdin" >"$d/stdout" 2>"$d/stderr" &
+# The attempt's variables (hoh's file, every value quoted), for the CLI alone: the subshell becomes it.
+( . "$d/env" && exec "$@" ) <"$d/stdin" >"$d/stdout" 2>"$d/stderr" &
 echo $! >"$d/pid"
 wait $!
 echo $? >"$d/exit.part" && mv "$d/exit.part" "$d/exit"
@@ -87,6 +90,18 @@ def stage_stdin(attempt: Attempt, stdin: bytes | None, staging: Path) -> None:
     path.write_bytes(stdin or b"")
 
 
+def stage_env(attempt: Attempt, variables: dict[str, str], staging: Path) -> None:
+    """The attempt's variables as the supervisor reads them (`. FILE` in the CLI's subshell): one quoted `export`
+    line each. A name a shell would not read as one is refused, never written."""
+    for name, value in variables.items():
+        if not ENV_NAME.match(name) or "\0" in value:
+            raise ValueError(f"not an environment variable: {name!r}")
+    path = staging / attempt.file("env").lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items()),
+                    encoding="utf-8", errors="surrogateescape")
+
+
 def _wait(attempt: Attempt, seconds: float, max_output: int) -> str:
     """Wait in the environment up to `seconds` for the attempt to end or flood, then print `CODE|SIZE`."""
     q = shlex.quote
@@ -113,20 +128,8 @@ def _signal(attempt: Attempt, sig: str) -> str:
 Limit = Literal["wall", "idle", "output"]
 
 
-def cli_argv(argv: list[str], variables: dict[str, str]) -> list[str]:
-    """`argv` run with `variables` set over the environment's own (`env`, which then finds argv[0] on their PATH).
-    A name `env` would not read as one (empty, with `=`, a NUL) is refused, not passed on as a program."""
-    for name, value in variables.items():
-        if not name or "=" in name or name.startswith("-") or "\0" in name + value:
-            raise ValueError(f"not an environment variable: {name!r}")
-    if "=" in argv[0] or argv[0].startswith("-"):
-        raise ValueError(f"a program name env would read as a variable: {argv[0]!r}")
-    return ["env", *(f"{name}={value}" for name, value in variables.items()), *argv]
-
-
-async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str,
-              variables: dict[str, str], *, wall: float, idle: float,
-              max_output: int) -> tuple[int | None, Limit | None, float]:
+async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
+              wall: float, idle: float, max_output: int) -> tuple[int | None, Limit | None, float]:
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
     its end or a limit: (exit code, None when killed; the limit that stopped it; seconds)."""
     q = shlex.quote
@@ -136,7 +139,7 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
         place.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
                      f"mv {q(staged)} {q(root)}; fi")
     place.append(f"rm -rf {q(f'{ROOT}/in')}")
-    command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *cli_argv(argv, variables)])
+    command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
     window = max(1.0, min(LOOK_SECONDS, wall, idle))
     begun = last_activity = time.monotonic()
     # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
