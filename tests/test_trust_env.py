@@ -238,3 +238,37 @@ def test_a_hook_gets_the_users_environment_without_the_models_key(tmp_path, monk
     assert hook_env["HOH_TEST_SETTING"] == "kept" and hook_env["HOH_HOOK"] == "on_loop_end"
     assert not {"HOH_TEST_KEY", "HOH_TEST_QA_KEY", "HOH_TEST_SAME_KEY"} & set(hook_env)
     assert SECRET not in seen.read_text()
+
+
+def test_the_programs_hoh_runs_on_this_machine_get_only_what_they_need_of_its_environment(tmp_path, monkeypatch):
+    """A CLI's `--version`, this machine's npm (its registry, a CLI installed for an environment) and docker
+    (the bench's leftovers), each a fake here that writes down its environment: their own settings reach them,
+    the model's key and anything else of hoh's process do not."""
+    from hoh.bench.jobs import _docker
+    from hoh.envs.node import npm_install
+    from hoh.harness.capabilities import installed_version
+    from hoh.harness.registries import npm_hosts
+
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    seen.mkdir()
+    for name, prints in (("fakecli", "fakecli 1.2.3"), ("npm", "https://registry.example.test/"), ("docker", "")):
+        (bin_dir / name).write_text(f'#!/bin/sh\nenv > {seen}/{name}.$$\necho "{prints}"\n')
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HOH_TEST_KEY", SECRET)
+    monkeypatch.setenv("npm_config_registry", "https://registry.example.test/")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+
+    assert installed_version("fakecli") == "1.2.3"
+    assert npm_hosts() == {"registry.example.test"}
+    npm_install("nothing@1", cache=tmp_path / "cache")  # the fake npm installs nothing, and exits 0
+    _docker("ps")
+    runs = {p.name.split(".")[0]: p.read_text() for p in seen.iterdir()}
+    assert sorted(runs) == ["docker", "fakecli", "npm"]
+    assert len(list(seen.glob("npm.*"))) == 2
+    for name, text in ((p.name, p.read_text()) for p in seen.iterdir()):
+        assert SECRET not in text and "HOH_TEST_KEY" not in text, name
+        assert f"PATH={bin_dir}:" in text, name
+    assert all("npm_config_registry=https://registry.example.test/" in p.read_text() for p in seen.glob("npm.*"))
+    assert "DOCKER_HOST=unix:///nonexistent/docker.sock" in runs["docker"]
