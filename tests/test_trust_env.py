@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from conftest import GREET, Project, run_hoh, wait_for
 
-from hoh.evidence.checks import CheckSpec, RunStatus
+from hoh.evidence.checks import CheckRegister, CheckSpec, RunStatus
 from hoh.harness.attempt import RoleRequest
 from hoh.harness.executor import LOCAL, Launch
 from hoh.harness.jail import JailSpec, Network
 from hoh.harness.limits import Limits
-from hoh.runtime.replay import CheckRunner
+from hoh.records import QaReport
+from hoh.runtime.replay import CheckRunner, admit
 
 MARKER_C = r"""
 #include <fcntl.h>
@@ -190,6 +191,22 @@ def test_the_checks_runner_refuses_what_no_check_may_set_wherever_it_runs(tmp_pa
                          tmp_path)
         assert run.status is RunStatus.error and run.reason, run
     assert marker.left() == []
+
+
+def test_at_admission_a_qa_report_that_skipped_the_re_ask_gets_no_check_with_a_refused_env(tmp_path, marker):
+    """A report that reached admission without its schema check (a hand's `qa.json` on a resume): the check is
+    run by the one runner, which refuses it; it is not admitted, with its reason, and nothing ran."""
+    view, state = tmp_path / "view", tmp_path / "state"
+    view.mkdir()
+    (state / "evidence").mkdir(parents=True)
+    check = {"command": "true", "env": marker.hostile_env(), "expect": {"exit_code": 0}}
+    qa = QaReport.from_json({"loop": 1, "candidate_id": "loop-0001-x", "verdict": "pass",
+                             "criteria": [{"id": "A1", "status": "verified", "evidence": [], "check": check}]})
+    runner = CheckRunner(LOCAL, JailSpec(), Limits(), tmp_path / "scratch")
+    [admission] = admit(runner, CheckRegister(), qa, view, state / "evidence", state, state / "admit", "none")
+    assert marker.left() == []
+    assert not admission.admitted and admission.check_id is None
+    assert "check env may not set" in admission.reason and "LD_PRELOAD" in admission.reason
 
 
 def test_bwrap_gets_no_environment_and_no_value_on_its_command_line_and_the_jail_gets_all_of_it(tmp_path, marker):
