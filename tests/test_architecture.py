@@ -120,7 +120,7 @@ def test_a_short_call_that_hangs_is_killed_with_its_children(tmp_path):
     marker = tmp_path / "child-alive"
     script = f"(sleep 3; touch {marker}) & sleep 60"
     started = time.monotonic()
-    result = call(["bash", "-c", script], timeout=0.5)
+    result = call(["bash", "-c", script], env={"PATH": os.defpath}, timeout=0.5)
     assert result.exit_code is None and time.monotonic() - started < 10
     time.sleep(3.5)
     assert not marker.exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -175,6 +176,44 @@ def test_a_role_container_holds_no_journal_ledger_history_or_key(harbor, tmp_pat
     for path in ws.rglob("*"):
         if path.is_file() and "state" in path.parts and path.name != "hoh.yaml":
             assert SECRET not in path.read_text(errors="replace"), path
+
+
+DOCKER_SHIM = """#!/bin/sh
+# Each docker client Harbor starts for hoh: its environment and its command line, then the real docker.
+env > "{log}/$$.env"
+printf '%s\\n' "$@" > "{log}/$$.argv"
+exec {docker} "$@"
+"""
+
+
+def test_an_attempts_variables_reach_its_process_in_the_container_and_never_the_docker_client(harbor, tmp_path):
+    """A check's env (and every variable of a role's attempt) travels in the copy and is set for the process in
+    the container alone: no docker client Harbor starts on this machine has it in its environment or on its
+    command line, which every user of the machine can read."""
+    value = "zq7-env-sentinel"
+    script = mini_script(1)
+    script["loops"][1]["qa"]["checks"] = [{"id": "T1.A1", "run": f"python3 greet.py {value}",
+                                           "expect_stdout": f"hello {value}",
+                                           "attach": {"command": 'python3 greet.py "$WHO"', "env": {"WHO": value}}}]
+    spec = write_project(tmp_path / "p", script)
+    ws = tmp_path / "p" / "ws"
+    shim, log = tmp_path / "shim", tmp_path / "docker-calls"
+    shim.mkdir()
+    log.mkdir()
+    (shim / "docker").write_text(DOCKER_SHIM.format(log=log, docker=shutil.which("docker")))
+    (shim / "docker").chmod(0o755)
+    env = harbor.env()
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV,
+                       env={"PATH": f"{shim}:{env['PATH']}"})
+    assert built.returncode == 0, built.stderr
+    [admitted] = json.loads((ws / "state/loops/0001/checks.json").read_text())["checks"]
+    assert admitted["admitted"], admitted  # WHO reached the check's command in the container
+    calls = sorted(log.iterdir())
+    argvs = [c.read_text(errors="replace").splitlines() for c in calls if c.suffix == ".argv"]
+    assert any("exec" in argv for argv in argvs), "no docker exec was seen"
+    assert [c.name for c in calls if value in c.read_text(errors="replace")] == []
+    # Neither does hoh set a variable per exec: each attempt's are in its copied-in file.
+    assert not any("-e" in argv or "--env" in argv for argv in argvs)
 
 
 def test_an_unknown_environment_is_one_line_and_makes_no_workspace(harbor, tmp_path):

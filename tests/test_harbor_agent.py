@@ -20,6 +20,7 @@ from harbor_env import EXAMPLES, Trial, bare_task, copy_task, harbor, image_has 
 from hoh import api
 from hoh.bench.results import trial_results
 from hoh.config import HohConfig
+from hoh.harness.egress import PLACEHOLDER_KEY
 from hoh.store.journal import Journal, RunHistory
 from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM
@@ -125,6 +126,28 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
     assert [c["id"] for c in checks["checks"]] == ["C-0001", "C-0002"]
     replayed = json.loads((roman.ws / "state" / "loops" / "0002" / "replay.json").read_text())
     assert [(r["id"], r["status"]) for r in replayed["results"]] == [("C-0001", "passed"), ("C-0002", "passed")]
+
+
+def test_the_key_given_with_ae_is_in_no_process_of_the_trials_container(harbor, tmp_path):
+    """Harbor lays the agent's `--ae` values over every `exec` of its phase; hoh takes the key from them for its
+    proxy, and its own execs carry none: a Developer reading every process's environment in the container (the
+    supervisor, the shell of hoh's exec, itself) finds the placeholder only."""
+    suite = tmp_path / "suite"
+    task = copy_task("roman", suite / "roman")
+    script = task / "scripted" / "script.yaml"
+    data = yaml.safe_load(script.read_text())
+    probe = "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null; echo; done | grep -a HOH_TEST_KEY"
+    data["loops"][1]["developer"]["actions"].append({"run": probe, "save": "ENVIRON.txt"})
+    script.write_text(yaml.safe_dump(data, sort_keys=False))
+    with MockLLM() as host_server:
+        [trial] = harbor.run(suite, tmp_path / "jobs", "ae", *AGENT, "--ak", "harness=scripted", "--ak", "loops=1",
+                             "--ak", f"base_url=http://host.docker.internal:{host_server.port}/v1",
+                             "--ak", "api_key_env=HOH_TEST_KEY", "--ae", f"HOH_TEST_KEY={SENTINEL}")
+    assert trial.exception is None, trial.exception
+    with tarfile.open(trial.candidate_dir(1) / "candidate.tar") as tar:
+        seen = tar.extractfile("ENVIRON.txt").read().decode()
+    assert f"HOH_TEST_KEY={PLACEHOLDER_KEY}" in seen, seen  # the probe read the CLI's own
+    assert SENTINEL not in seen
 
 
 def attach_checks(task: Path, ids: list[str], paths: list[str]) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_json
-from ..harness.process import call, run_process
+from ..harness.process import call, inherited, run_process
 from .results import JobFiles, last_error
 
 
@@ -122,9 +122,15 @@ def remove_leftovers(job_dir: Path) -> list[str]:
 
 def _docker(*args: str) -> str:
     try:
-        return call(["docker", *args], timeout=DOCKER_TIMEOUT).stdout.decode(errors="replace")
+        return call(["docker", *args], env=docker_env(), timeout=DOCKER_TIMEOUT).stdout.decode(errors="replace")
     except OSError:
         return ""  # no docker CLI here: then there is nothing of ours to remove either
+
+
+def docker_env() -> dict[str, str]:
+    """What the docker CLI reads of the user's environment (its engine, config and proxies), and nothing else."""
+    return inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
+                     "https_proxy", "no_proxy", prefixes=("DOCKER_",))
 
 
 def harbor_env(extra: dict[str, str] | None = None) -> dict[str, str]:

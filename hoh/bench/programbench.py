@@ -29,6 +29,7 @@ from ..fsutil import atomic_write_json, atomic_write_text
 from ..harness.process import call
 from ..paths import AgentRunPaths, WorkspacePaths
 from ..store.gitrun import run_git
+from .jobs import docker_env
 from .results import GRADE_SCHEMA_VERSION, RunPaths
 from .settings import BenchSettings
 from .suite import BenchTask, Suite
@@ -125,7 +126,7 @@ def image_of(instance: dict[str, Any]) -> str:
 def image_problem(image: str) -> str | None:
     """None when the Docker engine here has the image; else what is wrong, in one line."""
     try:
-        result = call(["docker", "image", "inspect", "--format", "{{.Id}}", image], timeout=60)
+        result = call(["docker", "image", "inspect", "--format", "{{.Id}}", image], env=docker_env(), timeout=60)
     except OSError as err:
         return f"ProgramBench builds and tests in Docker, and the docker CLI cannot run here ({err})"
     if result.ok:

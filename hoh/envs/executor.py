@@ -11,13 +11,14 @@ proxy on the environment's gateway, which adds the key.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import shutil
 import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, TypeVar
 
 from ..errors import EnvironmentUnavailable
 from ..fsutil import atomic_write_json
@@ -35,11 +36,24 @@ if TYPE_CHECKING:
 
     from ..harness.base import HarnessAdapter
 
+T = TypeVar("T")
 PATH = f"{supervise.ROOT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 START_TIMEOUT = 1800.0
 """An image may be built at the start (a Dockerfile): half an hour before hoh gives up on it."""
 COPY_TIMEOUT = 1800.0
 STOP_TIMEOUT = 300.0
+
+
+async def unscoped(env: "BaseEnvironment | None", coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` with none of the variables Harbor lays over every `exec` of an agent's phase (its trial's
+    `scoped_exec_env`: the agent's `--ae` values, the model's key among them). hoh reads what it needs of them on
+    this side (the key, for its egress proxy); in the role's environment every process of an attempt (the shell of
+    each `exec`, the supervisor, the CLI) would hold them, for the role to read in /proc. The overlay lives in a
+    context variable: cleared in this task's own copy of the context, it stays as it is for Harbor."""
+    overlays = getattr(env, "_exec_env_overlays", None)
+    if isinstance(overlays, contextvars.ContextVar):
+        overlays.set(())
+    return await coro
 
 
 class RoleEnvironment(Executor):
@@ -77,10 +91,10 @@ class RoleEnvironment(Executor):
         env = self.env
         try:
             if self.owned:
-                self.loop.run(env.start(force_build=False), START_TIMEOUT)
-            self.loop.run(install_harness(env, self.adapter), START_TIMEOUT)
+                self._run(env.start(force_build=False), START_TIMEOUT)
+            self._run(install_harness(env, self.adapter), START_TIMEOUT)
             if self.spec.network and self.adapter.upstream() and not self.key_inside:
-                self.gateway = self.loop.run(gateway_of(env), 120)
+                self.gateway = self._run(gateway_of(env), 120)
             self.ready = True
         except EnvironmentUnavailable:
             raise
@@ -158,13 +172,14 @@ class RoleEnvironment(Executor):
             with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
                 transfer.stage(roots, hidden, Path(staging))
                 supervise.stage_stdin(attempt, launch.stdin, Path(staging))
-                self.loop.run(env.upload_dir(staging, attempt.incoming), COPY_TIMEOUT)
-            code, limit, seconds = self.loop.run(supervise.run(
-                env, attempt, [str(r) for r in roots if len(r.parts) > 2], launch.argv, str(launch.cwd), variables,
+                supervise.stage_env(attempt, variables, Path(staging))
+                self._run(env.upload_dir(staging, attempt.incoming), COPY_TIMEOUT)
+            code, limit, seconds = self._run(supervise.run(
+                env, attempt, [str(r) for r in roots if len(r.parts) > 2], launch.argv, str(launch.cwd),
                 wall=request.wall_timeout, idle=request.idle_timeout, max_output=request.max_output_bytes))
             incoming = transfer.scratch_beside(attempt_dir)
             try:
-                streams, copies = self.loop.run(supervise.collect(
+                streams, copies = self._run(supervise.collect(
                     env, attempt, [str(w.resolve()) for w in writable], request.max_output_bytes, incoming), COPY_TIMEOUT)
                 for name in ("events.jsonl", "stderr.log"):
                     source, dest = streams / name, attempt_dir / name
@@ -185,6 +200,10 @@ class RoleEnvironment(Executor):
             return Execution(empty, f"the {self.spec.name} environment failed ({one_line(error)})")
         out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
         return Execution(supervise.result(code, limit, seconds, out, err, launch.argv[0]))
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """`coro` on the event loop, its execs in the environment carrying only what hoh gives each (`unscoped`)."""
+        return self.loop.run(unscoped(self.env, coro), timeout)
 
     def _inside(self, path: Path) -> bool:
         return any(path.resolve().is_relative_to(b) for b in self.bounds)

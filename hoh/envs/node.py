@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 
 from ..errors import EnvironmentUnavailable
-from ..harness.process import call
+from ..harness.process import call, inherited
+from ..harness.registries import npm_env
 
 NODE_VERSION = "22.23.5"
 """The Node hoh supplies to an image without a usable one (an LTS line; Pi needs >= 20.6)."""
@@ -72,7 +73,7 @@ def npm_install(spec: str, cache: Path | None = None) -> Path:
         return dest
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=cache, prefix=".npm-"))
-    env = {**os.environ, "npm_config_update_notifier": "false", "npm_config_fund": "false",
+    env = {**npm_env(), "npm_config_update_notifier": "false", "npm_config_fund": "false",
            "npm_config_audit": "false", "npm_config_loglevel": "error"}
     argv = [_npm(), "install", "--prefix", str(staging), "--no-save", "--no-package-lock", "--prefer-offline", spec]
     try:
@@ -140,7 +141,7 @@ def node_runtime(machine: str, cache: Path | None = None) -> Path:
 
 def _host_node_version(node: str) -> tuple[int, int, int] | None:
     try:
-        proc = call([node, "--version"], timeout=30)
+        proc = call([node, "--version"], env=inherited("PATH"), timeout=30)
     except OSError:
         return None
     return parse_version(proc.stdout.decode(errors="replace")) if proc.ok else None

@@ -12,6 +12,12 @@ copy in (the role's view and stdin, staged together), one `exec` that puts them 
 waits for it (`LOOK_SECONDS`, again as long as it runs), one that kills what is left and links the streams and
 the writable paths into one directory, and one copy out. Needs `sh`, `wc`, `kill`, `head`, `date` and
 `sleep` in the image: every image that can run a CLI has them.
+
+The attempt's variables (the role's, a check's) are the CLI's alone: they travel in the copy, as a file of
+quoted `export` lines (`stage_env`) that the supervisor reads in the subshell that becomes the CLI, over the
+environment's own. No `exec` of hoh's carries them, so none is in the environment or on the command line of the
+engine's client on this machine (Docker's, which runs with hoh's environment, and whose command line every user
+of the machine can read), nor in the shell that places the files and starts the supervisor there.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from ..evidence.checks import ENV_NAME
 from ..harness.process import KILL_GRACE_SECONDS, ProcessResult, file_excerpt
 
 if TYPE_CHECKING:
@@ -38,7 +45,8 @@ d=$1; cwd=$2; shift 3
 cd "$cwd" 2>"$d/stderr" || { echo 126 >"$d/exit"; exit 0; }
 # Its own session, so one kill reaches everything it starts (setsid does not fork: the job is no group leader).
 if command -v setsid >/dev/null 2>&1; then set -- setsid "$@"; fi
-"$@" <"$d/stdin" >"$d/stdout" 2>"$d/stderr" &
+# The attempt's variables (hoh's file, every value quoted), for the CLI alone: the subshell becomes it.
+( . "$d/env" && exec "$@" ) <"$d/stdin" >"$d/stdout" 2>"$d/stderr" &
 echo $! >"$d/pid"
 wait $!
 echo $? >"$d/exit.part" && mv "$d/exit.part" "$d/exit"
@@ -82,6 +90,18 @@ def stage_stdin(attempt: Attempt, stdin: bytes | None, staging: Path) -> None:
     path.write_bytes(stdin or b"")
 
 
+def stage_env(attempt: Attempt, variables: dict[str, str], staging: Path) -> None:
+    """The attempt's variables as the supervisor reads them (`. FILE` in the CLI's subshell): one quoted `export`
+    line each. A name a shell would not read as one is refused, never written."""
+    for name, value in variables.items():
+        if not ENV_NAME.match(name) or "\0" in value:
+            raise ValueError(f"not an environment variable: {name!r}")
+    path = staging / attempt.file("env").lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items()),
+                    encoding="utf-8", errors="surrogateescape")
+
+
 def _wait(attempt: Attempt, seconds: float, max_output: int) -> str:
     """Wait in the environment up to `seconds` for the attempt to end or flood, then print `CODE|SIZE`."""
     q = shlex.quote
@@ -108,9 +128,8 @@ def _signal(attempt: Attempt, sig: str) -> str:
 Limit = Literal["wall", "idle", "output"]
 
 
-async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str,
-              variables: dict[str, str], *, wall: float, idle: float,
-              max_output: int) -> tuple[int | None, Limit | None, float]:
+async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
+              wall: float, idle: float, max_output: int) -> tuple[int | None, Limit | None, float]:
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
     its end or a limit: (exit code, None when killed; the limit that stopped it; seconds)."""
     q = shlex.quote
@@ -126,8 +145,7 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
     # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
     result = await env.exec(f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
-                            f"{_wait(attempt, window, max_output)}",
-                            env=variables, timeout_sec=EXEC_TIMEOUT + math.ceil(window))
+                            f"{_wait(attempt, window, max_output)}", timeout_sec=EXEC_TIMEOUT + math.ceil(window))
     if result.return_code != 0:
         raise OSError(f"the environment would not start the attempt: {(result.stderr or result.stdout or '').strip()}")
     seen = 0

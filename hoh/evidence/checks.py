@@ -30,6 +30,44 @@ MAX_STDIN_BYTES = 1024 * 1024
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@dataclass(frozen=True)
+class EnvRule:
+    """Variables a check's `env` may not set: every name with one of these prefixes or suffixes, or one of these
+    names (all compared in upper case), and why."""
+
+    why: str
+    prefixes: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+
+    def refuses(self, name: str) -> bool:
+        upper = name.upper()
+        return upper.startswith(self.prefixes) or upper.endswith(self.suffixes) or upper in self.names
+
+
+REFUSED_ENV = (
+    EnvRule("the dynamic loader's or libc's: it loads code or data into every program",
+            ("LD_", "DYLD_", "GLIBC_", "MALLOC_"),
+            ("GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "NIS_PATH", "NLSPATH",
+             "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR")),
+    EnvRule("an interpreter's or a shell's start-up: it runs code before the command",
+            ("PYTHON", "PERL", "RUBY", "BASH", "LUA_", "JAVA_", "_JAVA_", "JDK_JAVA_", "DOTNET_", "CORECLR_",
+             "COMPLUS_"),
+            ("NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "ENV", "SHELLOPTS", "PS4", "PROMPT_COMMAND",
+             "IFS", "CDPATH", "GLOBIGNORE", "ZDOTDIR", "CLASSPATH", "PHPRC", "PHP_INI_SCAN_DIR", "TCLLIBPATH")),
+    EnvRule("hoh's to set: which programs run, where the home and the scratch dir are",
+            names=("PATH", "HOME", "TMPDIR", "SHELL", "EDITOR", "VISUAL", "PAGER", "SSH_ASKPASS", "SUDO_ASKPASS")),
+    EnvRule("the network's: a proxy, or the certificates trusted", suffixes=("_PROXY",),
+            names=("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")),
+    EnvRule("git's: it chooses its config, its programs and its repository", ("GIT_",)),
+    EnvRule("hoh's own", ("HOH_",)),
+)
+"""The variables a check's `env` may not set, by what they are, compared without case. A check's env is applied
+inside its jail only (`harness/jail.py`); these are refused besides, for every place a check may run (no jail
+with `sandbox.mode: off`, a role environment): each makes a program run other code, find other programs or
+libraries, or reach the network another way. A check that needs one sets it in its command."""
+
+
 class Match(str, Enum):
     exact = "exact"
     normalized = "normalized"
@@ -112,7 +150,7 @@ class CheckSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "CheckSpec":
         return cls(command=data["command"], cwd=data.get("cwd", "."), stdin=data.get("stdin"),
-                   stdin_file=data.get("stdin_file"), env=dict(data.get("env", {})),
+                   stdin_file=data.get("stdin_file"), env=_env_of(data.get("env", {})),
                    timeout_s=float(data.get("timeout_s", 30.0)), expect=Expect.from_json(data.get("expect", {})),
                    paths=tuple(data.get("paths", ())))
 
@@ -139,6 +177,37 @@ class CheckSpec:
         return False
 
 
+def _env_of(raw: Any) -> dict[str, str]:
+    """A check's env as its JSON has it; one that is no object is kept as it came (a hand in the register may have
+    written anything), so the run refuses it with its reason (`env_problems`) instead of running without it."""
+    return dict(raw) if isinstance(raw, Mapping) else raw
+
+
+def env_refusal(name: str) -> str | None:
+    """Why a check may not set the variable `name` (`REFUSED_ENV`); None when it may."""
+    return next((rule.why for rule in REFUSED_ENV if rule.refuses(name)), None)
+
+
+def env_problems(env: Any) -> list[str]:
+    """What is wrong with a check's `env`, whoever wrote it (QA, or a hand in `state/checks.json`): each a line
+    the re-ask or a run's error says. Empty when every name is a shell name hoh lets a check set, and every
+    value a string an environment can hold."""
+    if not isinstance(env, Mapping):
+        return ["check env must be an object of names and strings"]
+    problems = []
+    if bad := sorted(repr(n) for n in env if not isinstance(n, str) or not ENV_NAME.match(n)):
+        problems.append(f"check env names must be shell names; not: {', '.join(bad)}")
+    if bad := sorted(n for n, v in env.items() if isinstance(n, str) and (not isinstance(v, str) or "\0" in v)):
+        problems.append(f"check env values must be strings without a NUL character; not those of: {', '.join(bad)}")
+    refused: dict[str, list[str]] = {}
+    for name in env:
+        if isinstance(name, str) and ENV_NAME.match(name) and (why := env_refusal(name)) is not None:
+            refused.setdefault(why, []).append(name)
+    problems += [f"check env may not set {', '.join(sorted(names))}: the variable is {why}; if the check needs "
+                 "it, set it inside its command" for why, names in refused.items()]
+    return problems
+
+
 def spec_errors(spec: Mapping[str, Any], where: str) -> list[str]:
     """What the schema cannot say about a check, as re-ask messages."""
     errors = []
@@ -150,8 +219,7 @@ def spec_errors(spec: Mapping[str, Any], where: str) -> list[str]:
         errors.append(f"{where}: a check gives stdin inline or as stdin_file, not both")
     if (stdin := spec.get("stdin")) is not None and len(stdin.encode()) > MAX_STDIN_BYTES:
         errors.append(f"{where}: inline stdin is over {MAX_STDIN_BYTES // 1024} KiB; save it as a stdin_file")
-    if bad := sorted(n for n in spec.get("env", {}) if not ENV_NAME.match(n)):
-        errors.append(f"{where}: check env names must be shell names; not: {', '.join(bad)}")
+    errors += [f"{where}: {problem}" for problem in env_problems(spec.get("env", {}))]
     expect = spec.get("expect", {})
     if expect.get("match") == "regex":
         for stream in ("stdout", "stderr"):
@@ -206,7 +274,8 @@ def mismatch(expect: Expect, exit_code: int | None, stdout: str, stderr: str) ->
 
 
 def _identity(spec: CheckSpec) -> tuple:
-    return spec.command, spec.cwd, spec.stdin, spec.stdin_file, tuple(sorted(spec.env.items())), spec.expect
+    env = tuple(sorted(spec.env.items(), key=repr)) if isinstance(spec.env, Mapping) else repr(spec.env)
+    return spec.command, spec.cwd, spec.stdin, spec.stdin_file, env, spec.expect
 
 
 class CheckRegister:

@@ -39,7 +39,7 @@ class TrialRole(RoleEnvironment):
             return
         try:
             if self.spec.network and self.adapter.upstream():
-                self.gateway = self.loop.run(gateway_of(self.env), 120)
+                self.gateway = self._run(gateway_of(self.env), 120)
         except (KeyboardInterrupt, EnvironmentUnavailable):
             raise
         except Exception as err:  # noqa: BLE001 - any provider's failure is the one line the user reads
@@ -58,7 +58,7 @@ class TrialRole(RoleEnvironment):
         roots = [p for p in (*(jail.writable if jail else ()), *(jail.read_only if jail else ()), launch.cwd)
                  if self._inside(p)]
         quoted = " ".join(shlex.quote(str(p)) for p in transfer.outermost(roots) if len(p.parts) > 2)
-        self.loop.run(self.env.exec(f"rm -rf {quoted} {LEFTOVERS}", timeout_sec=600), 660)
+        self._run(self.env.exec(f"rm -rf {quoted} {LEFTOVERS}", timeout_sec=600), 660)
 
 
 def environment_name(environment: "BaseEnvironment") -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
 
-from .process import call
+from .process import call, inherited
 
 
 class CostReport(str, Enum):
@@ -77,7 +77,7 @@ def installed_version(command: str) -> str | None:
     if path is None:
         return None
     try:
-        proc = call([path, "--version"], timeout=30)
+        proc = call([path, "--version"], env=inherited("PATH", "HOME", "LANG"), timeout=30)
     except OSError:
         return None
     match = re.search(r"\d+\.\d+\.\d+", proc.stdout.decode(errors="replace") + proc.stderr)

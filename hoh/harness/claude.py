@@ -25,7 +25,7 @@ from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Harn
                    RoleRequest, Usage, compile_patterns, copy_credentials, json_events)
 from .entries import EntryKind, TranscriptEntry, as_text, iso, opt_str, text_of_blocks
 from .executor import LOCAL, Executor
-from .process import call
+from .process import call, inherited
 
 SANDBOX = {"sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
                        "allowUnsandboxedCommands": False}}
@@ -165,8 +165,8 @@ class ClaudeAdapter(HarnessAdapter):
         probe_dir = Path(tempfile.mkdtemp(dir=scratch))
         argv = ["bwrap", "--new-session", "--die-with-parent", *SANDBOX_NAMESPACES, "--"]
         try:
-            ok = call([*argv, "true"], cwd=probe_dir, timeout=30)
-            call([*argv, "sh", "-c", "echo x > probe"], cwd=probe_dir, timeout=30)
+            ok = call([*argv, "true"], cwd=probe_dir, env=inherited("PATH"), timeout=30)
+            call([*argv, "sh", "-c", "echo x > probe"], cwd=probe_dir, env=inherited("PATH"), timeout=30)
         except OSError as err:
             return f"unknown: could not run bwrap ({err})"
         if not ok.ok:

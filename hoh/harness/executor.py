@@ -18,11 +18,11 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..fsutil import atomic_write_json
 from .attempt import HOH_PACKAGE
-from .jail import JAIL_SETUP_RETRIES, JailSpec, bwrap_argv, setup_failed
+from .jail import BWRAP_ENV, JAIL_SETUP_RETRIES, JailEnvironment, JailSpec, bwrap_argv, setup_failed
 from .limits import AttemptLimits
 from .network import attempt_egress, shim_argv
 from .process import ProcessResult, run_process
@@ -38,6 +38,8 @@ class Launch:
     argv: list[str]
     cwd: Path
     env: dict[str, str]
+    """The process's whole environment, applied where it runs: inside the jail (never to bwrap), inside the
+    environment (never to its client or hoh's supervisor there)."""
     stdin: bytes | None
     jail: JailSpec | None
     """What the process may see and write (the CLI's own paths added); an executor's whole view of the role."""
@@ -84,25 +86,36 @@ class LocalExecutor(Executor):
 
     def execute(self, launch: Launch, request: "RoleRequest", attempt_dir: Path,
                 on_spawn: Callable[[int], None] | None) -> Execution:
-        argv = launch.argv
-        if launch.jail is not None:
-            # hoh's package: the egress forwarder and the scripted agent run from it.
-            jail = dataclasses.replace(launch.jail, read_only=(*launch.jail.read_only, HOH_PACKAGE))
-            argv = bwrap_argv(jail, shim_argv(argv) if jail.egress_socket else argv, launch.cwd, program=argv[0])
+        if launch.jail is None:  # `sandbox.mode: off`: the process is the role's, as hoh's user
+            return self._run(launch, launch.argv, launch.env, None, request, attempt_dir, on_spawn)
+        # hoh's package: the egress forwarder and the scripted agent run from it.
+        jail = dataclasses.replace(launch.jail, read_only=(*launch.jail.read_only, HOH_PACKAGE))
+        argv = shim_argv(launch.argv) if jail.egress_socket else launch.argv
+        # The launch's environment is the jail's alone: bwrap gets none of it (`JailEnvironment`).
+        with JailEnvironment(launch.env) as inside:
+            wrapped = bwrap_argv(jail, argv, launch.cwd, program=launch.argv[0], env_fd=inside.fd)
+            return self._run(launch, wrapped, BWRAP_ENV, inside, request, attempt_dir, on_spawn)
+
+    @staticmethod
+    def _run(launch: Launch, argv: list[str], env: Mapping[str, str], inside: JailEnvironment | None,
+             request: "RoleRequest", attempt_dir: Path, on_spawn: Callable[[int], None] | None) -> Execution:
         atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(launch.cwd),
                                                          "env_names": sorted(launch.env)}, durable=False)
         for setup_try in range(JAIL_SETUP_RETRIES + 1):
             limits = AttemptLimits(request.limits)
+            if inside is not None:
+                inside.rewind()
             try:
                 proc = run_process(
-                    argv, cwd=launch.cwd, env=launch.env, stdin=launch.stdin,
+                    argv, cwd=launch.cwd, env=env, stdin=launch.stdin,
                     stdout_path=attempt_dir / "events.jsonl", stderr_path=attempt_dir / "stderr.log",
                     wall_timeout=request.wall_timeout, idle_timeout=request.idle_timeout, on_spawn=on_spawn,
                     max_output=request.max_output_bytes, preexec=limits.preexec(),
+                    pass_fds=(inside.fd,) if inside is not None else (),
                 )
             finally:
                 limits.close()
-            failure = launch.jail is not None and setup_failed(
+            failure = inside is not None and setup_failed(
                 proc.exit_code, proc.stdout_path.stat().st_size, proc.stderr_excerpt)
             if not failure:
                 return Execution(proc)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 from ..errors import UsageError
 from .process import call
@@ -93,12 +95,52 @@ class JailSpec:
         return False
 
 
-def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None = None) -> list[str]:
+BWRAP_ENV: Mapping[str, str] = MappingProxyType({})
+"""bwrap's own environment: nothing. What runs inside gets its environment from bwrap's options (`--clearenv`,
+then `--setenv` each, read from `JailEnvironment`'s descriptor), so no variable of a role's or a check's (a
+`LD_PRELOAD`) reaches bwrap, which runs outside the jail as hoh's user with no namespace around it yet."""
+
+
+class JailEnvironment:
+    """The whole environment of what runs in a jail, as bwrap options on a file descriptor (`--args FD`): no value
+    is on bwrap's command line (any user of the machine reads a command line, and `command.json` keeps it), and
+    none is in bwrap's own environment. A context manager; `rewind` before each start of bwrap."""
+
+    def __init__(self, env: Mapping[str, str]):
+        for name, value in env.items():
+            if not name or "=" in name or "\0" in name or "\0" in value:
+                raise ValueError(f"not an environment variable: {name!r}")
+        options = ["--clearenv", *(a for name, value in env.items() for a in ("--setenv", name, value))]
+        self.fd = os.memfd_create("hoh-jail-env", os.MFD_CLOEXEC)
+        data = b"".join(os.fsencode(option) + b"\0" for option in options)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def rewind(self) -> None:
+        """bwrap reads the descriptor to its end; the next bwrap (a setup retried) reads it from the start."""
+        os.lseek(self.fd, 0, os.SEEK_SET)
+
+    def __enter__(self) -> "JailEnvironment":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None = None,
+               env_fd: int | None = None) -> list[str]:
     """The bwrap command line that runs `argv` in `cwd` under `spec`; `program` (default argv[0]) is the CLI
-    whose install must be visible (argv may start with the egress forwarder). Pure but for reading which of
-    the system's directories exist and where PATH's entries lead."""
+    whose install must be visible (argv may start with the egress forwarder). What runs inside gets the
+    environment `JailEnvironment` put on `env_fd` and nothing else (without one: PATH alone); run bwrap itself
+    with `BWRAP_ENV`. Pure but for reading which of the system's directories exist and where PATH's entries
+    lead."""
     args = [bwrap_path(), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--unshare-pid",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if env_fd is None:
+        args += ["--clearenv", "--setenv", "PATH", os.environ.get("PATH", os.defpath)]
+    else:
+        args += ["--args", str(env_fd)]
     if spec.network is not Network.shared:
         args.append("--unshare-net")
     for path in SYSTEM_DIRS:
@@ -228,7 +270,7 @@ def probe() -> str | None:
     argv = bwrap_argv(JailSpec(network=Network.none), ["true"], Path("/"))
     for attempt in range(JAIL_SETUP_RETRIES + 1):
         try:
-            result = call(argv, timeout=30)
+            result = call(argv, env=BWRAP_ENV, timeout=30)
         except OSError as err:
             return f"bwrap does not run ({err})"
         if result.ok:
@@ -243,7 +285,8 @@ def identity() -> dict[str, str] | None:
     /proc/self/status; None when no jail can be built here."""
     if probe() is not None:
         return None
-    result = call(bwrap_argv(JailSpec(network=Network.none), ["cat", "/proc/self/status"], Path("/")), timeout=30)
+    result = call(bwrap_argv(JailSpec(network=Network.none), ["cat", "/proc/self/status"], Path("/")), env=BWRAP_ENV,
+                  timeout=30)
     fields = dict(line.split(":", 1) for line in result.stdout.decode(errors="replace").splitlines() if ":" in line)
     return {key: " ".join(fields.get(key, "?").split()) for key in ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")}
 

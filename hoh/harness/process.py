@@ -4,7 +4,9 @@ CLIs: long, logged to files) or `call` (git, `--version`, probes: short, capture
 Both own the timeouts, the kill of the whole process group (children included), and bounded
 memory: `run_process` tees stdout and stderr to files as they arrive (so a kill keeps the partial
 event stream) and keeps only the head and tail of stderr; `call` keeps stdout up to a cap and the
-head and tail of stderr.
+head and tail of stderr. Neither inherits hoh's environment: each caller says the whole environment of
+what it starts, built from nothing (`inherited` takes what a program needs of the user's settings), so
+the model's key and whatever else hoh's process holds reach no program that does not need it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Literal, Mapping
 
 TAIL_BYTES = 16 * 1024
 KILL_GRACE_SECONDS = 3.0
@@ -81,6 +83,12 @@ class _Tee(threading.Thread):
         return text.decode("utf-8", "replace")
 
 
+def inherited(*names: str, prefixes: tuple[str, ...] = ()) -> dict[str, str]:
+    """Of hoh's own environment, only the variables `names` (and those starting with one of `prefixes`): the
+    user's settings a program needs (its PATH, npm's or Docker's configuration), and nothing else."""
+    return {k: v for k, v in os.environ.items() if k in names or (prefixes and k.startswith(prefixes))}
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     for sig, wait in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5.0)):
         try:
@@ -102,7 +110,7 @@ def run_process(
     argv: list[str],
     *,
     cwd: Path,
-    env: dict[str, str],
+    env: Mapping[str, str],
     stdin: bytes | None,
     stdout_path: Path,
     stderr_path: Path,
@@ -111,18 +119,20 @@ def run_process(
     on_spawn: Callable[[int], None] | None = None,
     max_output: int = MAX_OUTPUT_BYTES,
     preexec: Callable[[], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcessResult:
-    """Run argv in its own process group; never a shell string, never an open stdin.
+    """Run argv in its own process group with exactly the environment `env`; never a shell string, never an
+    open stdin.
 
     `on_spawn(pid)` is called once the process exists, so a caller can record it and reap the
     group after its own crash (see `reap`). `preexec` runs in the child before it execs (an attempt's
-    cgroups and rlimits, `limits.py`).
+    cgroups and rlimits, `limits.py`); `pass_fds` stay open in it (the jail's environment, `jail.py`).
     """
     start = time.monotonic()
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, start_new_session=True, preexec_fn=preexec,
+            argv, cwd=cwd, env=env, start_new_session=True, preexec_fn=preexec, pass_fds=pass_fds,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
@@ -242,9 +252,10 @@ class OutputTooLarge(OSError):
     """A short call printed more than its cap: refused rather than silently cut."""
 
 
-def call(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 60.0,
+def call(argv: list[str], *, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 60.0,
          max_stdout: int = 64 * 1024 * 1024, stdin: bytes | None = None) -> CallResult:
-    """Run a short command to completion in its own process group, stdin closed (or `stdin`'s bytes).
+    """Run a short command to completion in its own process group with exactly the environment `env`, stdin
+    closed (or `stdin`'s bytes).
 
     On timeout the whole group is killed and `exit_code` is None. Raises OSError when the program
     cannot be started, OutputTooLarge when stdout passes `max_stdout`. One selector loop reads both

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .process import call
+from .process import call, inherited
 
 PIP_FILES = (Path("/etc/pip.conf"), Path("/etc/xdg/pip/pip.conf"), Path("~/.pip/pip.conf"),
              Path("~/.config/pip/pip.conf"))
@@ -61,12 +61,22 @@ def _pip_defaults() -> set[str]:
     return {h for h in (_host(PyPI.url), PyPI.file_storage_domain) if h}
 
 
+NPM_SETTINGS = ("PATH", "HOME", "USER", "LANG", "TMPDIR", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+
+
+def npm_env() -> dict[str, str]:
+    """What this machine's npm reads of the user's environment (its config, registry, proxy and certificates),
+    and nothing else: no key of hoh's reaches npm or a package's install script."""
+    return inherited(*NPM_SETTINGS, prefixes=("npm_config_", "NPM_CONFIG_"))
+
+
 def npm_hosts() -> set[str]:
     if (npm := shutil.which("npm")) is None:
         return set()
     try:
         # From /, not hoh's cwd: a project's own .npmrc (a role can write one) must not choose the registry.
-        result = call([npm, "config", "get", "registry"], cwd=Path("/"), timeout=30)
+        result = call([npm, "config", "get", "registry"], cwd=Path("/"), env=npm_env(), timeout=30)
     except OSError:
         return set()
     host = _host(result.stdout.decode(errors="replace")) if result.ok else None

@@ -12,7 +12,7 @@ from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev, stop
 from ..store.budget import BudgetGate, figures
 from ..store.journal import Journal, RunHistory
-from .hooks import run_hook, run_summary
+from .hooks import key_names, run_hook, run_summary
 
 
 class RunControl:
@@ -69,7 +69,7 @@ class RunControl:
         if getattr(self.config.hooks, name) is None:
             return
         payload["run"] = run_summary(self.paths, self.history, figures(self.config.budget, self.history))
-        event = run_hook(name, self.config.hooks, self.paths, payload, loop, tag)
+        event = run_hook(name, self.config.hooks, self.paths, payload, loop, tag, key_names(self.config))
         self.journal.append(event)
         if event.error:
             self.notify("warning", message=f"hooks.{name} failed ({event.error}); the run goes on")

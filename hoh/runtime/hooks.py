@@ -1,18 +1,21 @@
 """Hooks for runs left alone for days: `hooks.on_loop_end` and `hooks.on_stop`, each a command that gets a
 JSON summary on stdin. A hook that fails or runs past `hooks.timeout_seconds` is recorded in the journal
-(and its output kept in `state/hooks/`); it never stops the run."""
+(and its output kept in `state/hooks/`); it never stops the run.
+
+A hook is the user's own program, run for the user: it gets the user's environment (a webhook's address, a
+desktop's session), but never the model's key, which only hoh's egress proxy holds (`hook_env`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
-from typing import Any
+from typing import Any, Iterable
 
-from ..config import HookCommand, HooksConfig
+from ..config import HohConfig, HookCommand, HooksConfig, role_harness
 from ..fsutil import note_written
 from ..harness.process import run_process
-from ..paths import WorkspacePaths
+from ..paths import ROLES, WorkspacePaths
 from ..records import LoopSummary
 from ..store.events import HookRan
 from ..store.journal import RunHistory
@@ -38,14 +41,28 @@ def run_summary(paths: WorkspacePaths, history: RunHistory, budgets: dict[str, A
             "wall_hours": round(history.wall_seconds() / 3600, 4), "budget": budgets}
 
 
+def key_names(config: HohConfig) -> set[str]:
+    """The variables holding a model's key for some role (`api_key_env`, the harness's or a role's own)."""
+    return {name for role in ROLES if (name := role_harness(config, role).api_key_env)}
+
+
+def hook_env(keys: Iterable[str]) -> dict[str, str]:
+    """The user's environment without the model's keys: no variable `keys` names, nor any other that holds one
+    of their values (the same key exported under a second name)."""
+    keys = set(keys)
+    secrets = {os.environ[k] for k in keys if os.environ.get(k)}
+    return {k: v for k, v in os.environ.items() if k not in keys and v not in secrets}
+
+
 def run_hook(name: str, config: HooksConfig, paths: WorkspacePaths, payload: dict[str, Any],
-             loop: int | None, tag: str) -> HookRan | None:
-    """Run hook `name` (if configured) with `payload` on stdin; the event to journal, or None."""
+             loop: int | None, tag: str, keys: Iterable[str] = ()) -> HookRan | None:
+    """Run hook `name` (if configured) with `payload` on stdin, in the user's environment without the variables
+    `keys` (`key_names`); the event to journal, or None."""
     command = getattr(config, name)
     if command is None:
         return None
     stdout, stderr = paths.hook_output(tag, name, "out"), paths.hook_output(tag, name, "err")
-    env = {**os.environ, "HOH_WORKSPACE": str(paths.root), "HOH_HOOK": name}
+    env = {**hook_env(keys), "HOH_WORKSPACE": str(paths.root), "HOH_HOOK": name}
     note_written(stdout)
     note_written(stderr)
     proc = run_process(argv_of(command), cwd=paths.root, env=env, stdin=json.dumps(payload).encode(),

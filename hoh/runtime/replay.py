@@ -2,7 +2,8 @@
 
 A check runs where QA ran (QA's executor: this machine's jail, or QA's environment), on the read-only copy
 of the frozen candidate, with no network unless QA had the machine's own, an empty /tmp, the role limits
-and the check's own timeout. Each run leaves one text file (command, exit code, expectation, the reason of
+and the check's own timeout; its `env` is set there, over hoh's few variables, and never where bwrap or an
+environment's client runs (a name that could change what runs is refused: `evidence.checks.env_problems`). Each run leaves one text file (command, exit code, expectation, the reason of
 a mismatch, its output) that is the evidence the ledger cites. Nothing a check prints is executed or
 trusted beyond being compared.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fsutil import note_written
-from ..evidence.checks import CheckRegister, CheckSpec, RunStatus, mismatch
+from ..evidence.checks import CheckRegister, CheckSpec, RunStatus, env_problems, mismatch
 from ..harness.attempt import RoleRequest
 from ..harness.executor import Executor, Launch
 from ..harness.jail import JailSpec, Network
@@ -132,7 +133,10 @@ class CheckRunner:
 
     def run(self, spec: CheckSpec, view: Path, network: str, out: Path, stdin_root: Path) -> CheckRun:
         """Run once; write the evidence file `out`."""
-        problem, stdin = _stdin_of(spec, stdin_root)
+        # A check's env is applied in its jail only, and a name no check may set is refused wherever it comes
+        # from: QA is asked again for it, and one written into the register by hand is this run's error.
+        env_problem = "; ".join(env_problems(spec.env)) or None
+        problem, stdin = (env_problem, None) if env_problem else _stdin_of(spec, stdin_root)
         cwd = (view / spec.cwd).resolve()
         if problem is None and (not cwd.is_relative_to(view.resolve()) or not cwd.is_dir()):
             problem = f"its cwd '{spec.cwd}' is not a directory of the candidate"
