@@ -142,6 +142,10 @@ def plants(outside: Path) -> str:
         # nested in a repository without a commit, with one
         "mkdir -p deep/one && cd deep && git init -q && cd one && git init -q && echo d > d.txt && "
         "git add -A && git -c user.name=a -c user.email=a@b commit -q -m d",
+        # a repository with a commit holding what git refuses: a name it will not record, a file nobody may read
+        "mkdir held && cd held && git init -q && echo h > h.txt && git add h.txt && "
+        "git -c user.name=a -c user.email=a@b commit -q -m h && mkdir .GIT && echo x > .GIT/x && echo k > k.txt && "
+        "chmod 000 k.txt",
         # a .git file pointing outside (a real repository there), a .git link to it, a .git file pointing nowhere
         f"mkdir pointer && echo 'gitdir: {outside}/.git' > pointer/.git && echo p > pointer/p.txt",
         f"mkdir linked && ln -s {outside}/.git linked/.git && echo l > linked/l.txt",
@@ -193,11 +197,12 @@ def test_a_package_leaves_what_a_lone_developer_leaves(tmp_path, outside):
             "bad\udcffname", "passwd-link", "root-link"} <= merged.keys()
     assert merged["passwd-link"][0] == merged["root-link"][0] == "120000"
     assert show(two, "loop-0001", "locked.txt") == "locked\n"  # read, as root reads it
+    assert show(two, "loop-0001", "held/k.txt") == "k\n"
     assert not {"hidden.txt", "fifo", "sock", ".gitmodules"} & merged.keys()
     assert not [p for p in merged if p.split("/")[0] in (".GIT", "git~1", ".git.", ".git ") or "/.Git/" in p]
     p1 = loop_file(two, 1, "packages", "P1.json")
-    assert p1["flattened"] == ["deep", "deep/one", "lib", "lib/inner", "linked", "pointer", "sub"]
-    assert p1["left_out"] == [".GIT", ".git ", ".git.", ".gitmodules", "git~1", "s/.Git"]
+    assert p1["flattened"] == ["deep", "deep/one", "held", "lib", "lib/inner", "linked", "pointer", "sub"]
+    assert p1["left_out"] == [".GIT", ".git ", ".git.", ".gitmodules", "git~1", "held/.GIT", "s/.Git"]
     assert (outside / ".git" / "HEAD").is_file() and _git("log", "--format=%s", cwd=outside) == "outside\n"
     # What would a root read is the same both ways as a user too (git leaves out a directory it cannot open).
     assert ("shut/s.txt" in merged) == ("shut/s.txt" in lone)
@@ -207,6 +212,33 @@ def _config(developers: int = 1, **sets: Any):
     from hoh.config import HohConfig, apply_overrides
     values = {"harness.name": "scripted", "policy.developers": developers, **sets}
     return apply_overrides(HohConfig(loops=1), [f"{k}={json.dumps(v)}" for k, v in values.items()])
+
+
+def test_no_driver_a_package_names_runs_in_its_commit_or_the_merge(tmp_path):
+    # Each copy gets a .git/config of its own at its top and in an embedded repository, defining the merge and
+    # filter drivers its .gitattributes name; both packages change the same file, so git merges it. Only hoh's
+    # git, outside the jail, could write the marker: none of its git commands reads a config a role wrote.
+    marker = tmp_path / "outside" / "driver-ran"
+    marker.parent.mkdir()
+    drivers = (f"printf '[merge \"evil\"]\\n\\tdriver = touch {marker}-merge\\n[filter \"evil\"]\\n"
+               f"\\tclean = touch {marker}-clean; cat\\n\\tsmudge = touch {marker}-smudge; cat\\n'")
+    plant = (f"mkdir -p .git && {drivers} > .git/config && printf '* merge=evil filter=evil\\n' > .gitattributes && "
+             f"mkdir sub && cd sub && git init -q && {drivers} >> .git/config && "
+             "printf '* filter=evil\\n' > .gitattributes && echo s > s.txt && git add -A && "
+             "git -c user.name=a -c user.email=a@b commit -q -m s && echo changed > s.txt")
+    shared = "printf 'from P%s\\n' > shared.txt"
+    loop = two_packages([{"run": f"{plant} && cd .. && {shared % 1}"}], [{"run": f"{plant} && cd .. && {shared % 2}"}],
+                        [], owns=(["a.py", "shared.txt"], ["b.py"]))
+    loop["developer@merge-P2"] = developer(2, [{"write": {"path": "shared.txt", "content": "from P1\nfrom P2\n"}}])
+    spec, ws = write_project(tmp_path, {"schema_version": 1, "loops": {1: loop}})
+    assert api.build(spec, ws, _config(developers=2)).status == "finished"
+    assert loop_file(ws, 1, "merge.json")["merged"] == [{"package": "P1", "how": "clean"},
+                                                        {"package": "P2", "how": "resolved"}]
+    assert list(marker.parent.iterdir()) == []
+    frozen = tree(ws, "loop-0001")
+    assert show(ws, "loop-0001", "shared.txt") == "from P1\nfrom P2\n" and show(ws, "loop-0001", "sub/s.txt") == "changed\n"
+    assert {".gitattributes", "sub/.gitattributes"} <= frozen.keys() and GITLINK not in {m for m, _ in frozen.values()}
+    assert loop_file(ws, 1, "qa.json")["verdict"] == "pass"
 
 
 # ---- what git cannot do is the package's failure, never the run's ----------------------------------------------

@@ -268,14 +268,14 @@ class ParallelDevelopers:
         dropped: list[dict[str, str]] = []
         for package in plan.packages:
             try:
-                step = self._merge_one(t, base, plan, package, results, into, merged)
+                commit, how = self._merge_one(t, base, plan, package, results, into, merged)
             except GitError as err:  # a merge git cannot do drops this package, never ends the run
-                step = None, f"git cannot merge it: {git_says(err)}"
-            if step[0] is None:
-                rt.journal.append(ev.PackageDropped(loop=t, package=package.id, reason=step[1]))
-                dropped.append({"package": package.id, "reason": step[1]})
+                commit, how = None, f"git cannot merge it: {git_says(err)}"
+            if commit is None:  # `how` says why
+                rt.journal.append(ev.PackageDropped(loop=t, package=package.id, reason=how))
+                dropped.append({"package": package.id, "reason": how})
                 continue
-            merged, how = step
+            merged = commit
             into.append({"package": package.id, "how": how})
             rt.journal.append(ev.PackageMerged(loop=t, package=package.id, how=how, commit=merged))
         outcome = {"schema_version": PACKAGE_SCHEMA_VERSION, "loop": t, "base": base,
@@ -288,7 +288,7 @@ class ParallelDevelopers:
 
     def _merge_one(self, t: int, base: str, plan: Plan, package: WorkPackage, results: dict[str, PackageResult],
                    into: list[dict[str, str]], merged: str) -> tuple[str | None, str]:
-        """`package` merged into `merged`: (the new merged commit, how: clean or resolved), or (None, why it is
+        """`package` merged into `merged`: (the new merged commit, "clean" or "resolved"), or (None, why it is
         dropped)."""
         result = results[package.id]
         if result.commit is None:

@@ -50,6 +50,7 @@ def stage(history: Any, parent: str, changed: list[str] | None) -> Staged:
             history._add_changed(changed)
     except GitError as err:  # an embedded repository without a commit, a name git refuses, a file it cannot read
         _add_settling(history, err, flattened, left_out)
+        changed = None  # the whole tree was added: a gitlink may be anywhere
     while may_hold_gitlinks(history.work_tree, changed, flattened) and (gitlinks := changed_gitlinks(history, parent)):
         if set(gitlinks) & set(flattened):
             raise GitError(f"{history.work_tree}: cannot make the embedded repositories {gitlinks} content")
@@ -57,7 +58,10 @@ def stage(history: Any, parent: str, changed: list[str] | None) -> Staged:
             remove_embedded_git(history.work_tree, rel)
         history._pathspec_git("rm", "-q", "-f", "--cached", paths=gitlinks)
         flattened += gitlinks + flatten_untracked(history, gitlinks)
-        history._pathspec_git("add", "-A", paths=gitlinks)
+        try:
+            history._pathspec_git("add", "-A", paths=gitlinks)
+        except GitError as err:  # what their files hold, settled as the tree's are
+            _add_settling(history, err, flattened, left_out)
     return Staged(tuple(sorted(flattened)), tuple(sorted(left_out)))
 
 
