@@ -295,6 +295,16 @@ def test_a_package_never_writes_into_a_workspace_inside_the_project(tmp_path):
     assert "harness" in (ws / "hoh.yaml").read_text()
 
 
+def test_a_package_that_shuts_its_own_copy_is_still_committed(tmp_path):
+    # Its Developer takes every permission from the top of its copy, as its last act: hoh's user (root or not)
+    # still commits what it wrote there.
+    loop = two_packages([{"run": "chmod 000 ."}], [], [])
+    spec, ws = write_project(tmp_path, {"schema_version": 1, "loops": {1: loop}})
+    assert api.build(spec, ws, _config(developers=2)).status == "finished"
+    assert loop_file(ws, 1, "merge.json")["dropped"] == []
+    assert set(tree(ws, "loop-0001")) == {"a.py", "b.py"}
+
+
 # ---- a copy left in any state is made again on resume --------------------------------------------------------
 LEFT_BEHIND = ("mkdir shut && echo s > shut/s && chmod 000 shut && mkdir fixed && echo f > fixed/f && "
                "chmod 500 fixed && python3 -c \"import os\nfor _ in range(1200):\n    os.mkdir('d'); os.chdir('d')\"")

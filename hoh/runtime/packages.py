@@ -232,7 +232,7 @@ class ParallelDevelopers:
                 outcome = PackageResult(pid, tasks, made.commit, result.output, None,
                                         tuple(map(printable, made.staged.flattened)),
                                         tuple(map(printable, made.staged.left_out)))
-            except GitError as err:  # what git cannot record is this package's end, never the run's
+            except (GitError, OSError) as err:  # what git cannot record is this package's end, never the run's
                 outcome = PackageResult(pid, tasks, None, result.output, f"git cannot commit its tree: {git_says(err)}")
         path = lp.package(pid)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -333,9 +333,9 @@ class ParallelDevelopers:
         return result.commit, ""
 
 
-def git_says(err: GitError, limit: int = 400) -> str:
-    """git's own words for an error (its last lines, not hoh's command line), bounded."""
-    said = " ".join((err.stderr or str(err)).split())
+def git_says(err: GitError | OSError, limit: int = 400) -> str:
+    """git's own words for an error (its last lines, not hoh's command line), bounded; a file's error as it is."""
+    said = " ".join(printable((err.stderr if isinstance(err, GitError) else "") or str(err)).split())
     return said if len(said) <= limit else f"{said[:limit]}…"
 
 

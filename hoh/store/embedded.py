@@ -82,11 +82,11 @@ def remove_tree(path: Path) -> None:
     entries are moved up into `path` before it goes, so no path grows past `path/dir/entry`."""
     if not os.path.lexists(path):
         return
-    _own(path.parent)
+    own_dir(path.parent)
     if not stat.S_ISDIR(os.lstat(path).st_mode):
         path.unlink()
         return
-    _own(path)
+    own_dir(path)
     moved = 0
     todo = os.listdir(path)
     while todo:
@@ -95,7 +95,7 @@ def remove_tree(path: Path) -> None:
         if not stat.S_ISDIR(os.lstat(child).st_mode):
             child.unlink()
             continue
-        _own(child)
+        own_dir(child)
         for name in os.listdir(child):  # its entries up into `path`, under names no entry there has
             while os.path.lexists(up := path / f".hoh-removing-{moved}"):
                 moved += 1
@@ -105,8 +105,9 @@ def remove_tree(path: Path) -> None:
     path.rmdir()
 
 
-def _own(directory: Path) -> None:
-    """A directory hoh's user may list, enter and change (as root it may already: nothing is changed)."""
+def own_dir(directory: Path) -> None:
+    """A directory hoh's user may list, enter and change (as root it may already: nothing is changed); a role's
+    `chmod` of it is not content (git keeps no directory's mode)."""
     mode = stat.S_IMODE(os.lstat(directory).st_mode)
     if os.geteuid() != 0 and mode & stat.S_IRWXU != stat.S_IRWXU:
         os.chmod(directory, mode | stat.S_IRWXU)

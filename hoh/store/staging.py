@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .embedded import changed_gitlinks, flatten_untracked, may_hold_gitlinks, remove_embedded_git, remove_tree
+from .embedded import (changed_gitlinks, flatten_untracked, may_hold_gitlinks, own_dir, remove_embedded_git,
+                       remove_tree)
 from .gitrun import GitError
 
 SETTLE_ROUNDS = 64
@@ -43,6 +44,7 @@ def stage(history: Any, parent: str, changed: list[str] | None) -> Staged:
     `parent` already had (a user's submodule) stays while it does not change."""
     flattened: list[str] = []
     left_out: list[str] = []
+    own_dir(history.work_tree)  # a Developer may have taken its own top from hoh's user: git could not enter it
     try:
         if changed is None:
             history.git(*history._scan("add", "-A"))
