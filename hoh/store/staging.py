@@ -3,9 +3,10 @@ the project (`History.commit_all`, one Developer) or a work package's copy (`Pac
 
 What git will not add as it is, the step settles the same way on both: an embedded repository becomes content
 (`embedded.py`); a name git refuses to record (`.GIT`, `git~1`, `.git.`, a `.gitmodules` that is a link: what is
-a `.git` on another system) is left out, removed from the tree as an embedded repository's .git is; a file that
-hoh's user cannot read (a role's `chmod 000`) is made readable to it, so it is content as it is for root. Whatever
-else git refuses stays git's error (`GitError`), for the caller: a work package is then dropped with it.
+a `.git` on another system) is left out, removed from the tree as an embedded repository's .git is; a file or a
+directory that hoh's user cannot read (a role's `chmod 000`) is made readable to it, so it is content as it is for
+root. Whatever else git refuses stays git's error (`GitError`), for the caller: a work package is then dropped
+with it.
 `history` is a `git.History` (this module is below it).
 """
 
@@ -44,7 +45,7 @@ def stage(history: Any, parent: str, changed: list[str] | None) -> Staged:
     `parent` already had (a user's submodule) stays while it does not change."""
     flattened: list[str] = []
     left_out: list[str] = []
-    own_dir(history.work_tree)  # a Developer may have taken its own top from hoh's user: git could not enter it
+    _open_dirs(history.work_tree, changed)
     try:
         if changed is None:
             history.git(*history._scan("add", "-A"))
@@ -65,6 +66,27 @@ def stage(history: Any, parent: str, changed: list[str] | None) -> Staged:
         except GitError as err:  # what their files hold, settled as the tree's are
             _add_settling(history, err, flattened, left_out)
     return Staged(tuple(sorted(flattened)), tuple(sorted(left_out)))
+
+
+def _open_dirs(work_tree: Path, changed: list[str] | None) -> None:
+    """Directories a Developer shut to hoh's user (`chmod 000 dir`, its own top included) opened again, below the
+    changed paths (None: the whole tree), so git adds their files as it does as root; git would leave them out
+    saying nothing. Root opens every directory already: nothing to do. No .git is entered, no link followed."""
+    if os.geteuid() == 0:
+        return
+    own_dir(work_tree)
+    todo = [work_tree] if changed is None else [p for p in (_inside(work_tree, rel) for rel in changed
+                                                            if ".git" not in rel.split("/")) if p]
+    while todo:
+        directory = todo.pop()
+        try:
+            if not stat.S_ISDIR(os.lstat(directory).st_mode):
+                continue
+            own_dir(directory)
+            with os.scandir(directory) as entries:
+                todo += [Path(e.path) for e in entries if e.name != ".git" and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
 
 
 def _add_settling(history: Any, err: GitError, flattened: list[str], left_out: list[str]) -> None:
