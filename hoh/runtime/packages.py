@@ -29,8 +29,10 @@ from ..harness.process import kill_running
 from ..fsutil import atomic_write_json, load_state, note_written, sha256_file
 from ..records import DeveloperReport, Plan, TaskClaim, WorkPackage, read_developer
 from ..store import events as ev
+from ..store.gitrun import GitError
 from ..store.merging import PackageGit
 from .between import Continuity
+from .guard import printable
 
 if TYPE_CHECKING:
     from .loop import Runtime
@@ -50,24 +52,30 @@ class PackageSet:
 
 @dataclass(frozen=True)
 class PackageResult:
-    """A package's Developer's outcome (`packages/P1.json`): its commit, or why it has none."""
+    """A package's Developer's outcome (`packages/P1.json`): its commit, or why it has none; and what staging its
+    copy changed there, as a lone Developer's project (embedded repositories made content, names git refuses
+    left out)."""
 
     package: str
     tasks: tuple[str, ...]
     commit: str | None
     report: DeveloperReport | None
     error: str | None = None
+    flattened: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": PACKAGE_SCHEMA_VERSION, "package": self.package, "tasks": list(self.tasks),
-                "commit": self.commit, "report": self.report.to_json() if self.report else None, "error": self.error}
+                "commit": self.commit, "report": self.report.to_json() if self.report else None, "error": self.error,
+                "flattened": list(self.flattened), "left_out": list(self.left_out)}
 
     @classmethod
     def read(cls, path: Path) -> "PackageResult":
         data = load_state(path, ("schema_version", "package", "tasks"), PACKAGE_SCHEMA_VERSION)
         report = data.get("report")
         return cls(data["package"], tuple(data["tasks"]), data.get("commit"),
-                   DeveloperReport.from_json(report) if report else None, data.get("error"))
+                   DeveloperReport.from_json(report) if report else None, data.get("error"),
+                   tuple(data.get("flattened") or ()), tuple(data.get("left_out") or ()))
 
 
 @dataclass(frozen=True)
@@ -218,9 +226,14 @@ class ParallelDevelopers:
             outcome = PackageResult(pid, tasks, None, None, f"its Developer failed after {result.attempts} "
                                                             f"attempt(s): {last}")
         else:
-            with self._lock:
-                commit = self.git.commit_copy(tree, index, base, f"hoh loop {t}: package {pid}", t)
-            outcome = PackageResult(pid, tasks, commit, result.output)
+            try:
+                with self._lock:
+                    made = self.git.commit_copy(tree, index, base, f"hoh loop {t}: package {pid}", t)
+                outcome = PackageResult(pid, tasks, made.commit, result.output, None,
+                                        tuple(map(printable, made.staged.flattened)),
+                                        tuple(map(printable, made.staged.left_out)))
+            except (GitError, OSError) as err:  # what git cannot record is this package's end, never the run's
+                outcome = PackageResult(pid, tasks, None, result.output, f"git cannot commit its tree: {git_says(err)}")
         path = lp.package(pid)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, outcome.to_json())
@@ -254,22 +267,15 @@ class ParallelDevelopers:
         merged, into = base, []
         dropped: list[dict[str, str]] = []
         for package in plan.packages:
-            result = results[package.id]
-            if result.commit is None:
-                dropped.append({"package": package.id, "reason": result.error or "no result"})
+            try:
+                commit, how = self._merge_one(t, base, plan, package, results, into, merged)
+            except GitError as err:  # a merge git cannot do drops this package, never ends the run
+                commit, how = None, f"git cannot merge it: {git_says(err)}"
+            if commit is None:  # `how` says why
+                rt.journal.append(ev.PackageDropped(loop=t, package=package.id, reason=how))
+                dropped.append({"package": package.id, "reason": how})
                 continue
-            step = self.git.merge(merged, result.commit) if merged != base else None
-            if step is None:
-                merged, how = result.commit, "clean"
-            elif step.clean:
-                merged, how = self.git.commit_tree(step.tree, base, f"hoh loop {t}: merged {package.id}", t), "clean"
-            else:
-                resolved, reason = self._resolve(t, base, plan, package, results, into, merged, step)
-                if resolved is None:
-                    rt.journal.append(ev.PackageDropped(loop=t, package=package.id, reason=reason))
-                    dropped.append({"package": package.id, "reason": reason})
-                    continue
-                merged, how = resolved, "resolved"
+            merged = commit
             into.append({"package": package.id, "how": how})
             rt.journal.append(ev.PackageMerged(loop=t, package=package.id, how=how, commit=merged))
         outcome = {"schema_version": PACKAGE_SCHEMA_VERSION, "loop": t, "base": base,
@@ -280,6 +286,21 @@ class ParallelDevelopers:
             rt._finished(t, "merge", lp.merge, status="ok" if into else "failed")
         return outcome["commit"], outcome
 
+    def _merge_one(self, t: int, base: str, plan: Plan, package: WorkPackage, results: dict[str, PackageResult],
+                   into: list[dict[str, str]], merged: str) -> tuple[str | None, str]:
+        """`package` merged into `merged`: (the new merged commit, "clean" or "resolved"), or (None, why it is
+        dropped)."""
+        result = results[package.id]
+        if result.commit is None:
+            return None, result.error or "no result"
+        if merged == base:
+            return result.commit, "clean"
+        step = self.git.merge(merged, result.commit)
+        if step.clean:
+            return self.git.commit_tree(step.tree, base, f"hoh loop {t}: merged {package.id}", t), "clean"
+        resolved, reason = self._resolve(t, base, plan, package, results, into, merged, step)
+        return (resolved, "resolved") if resolved is not None else (None, reason)
+
     def _resolve(self, t: int, base: str, plan: Plan, package: WorkPackage, results: dict[str, PackageResult],
                  into: list[dict[str, str]], merged: str, step) -> tuple[str | None, str]:
         """One merge attempt by a Developer on git's merge of `package` into `merged` (its conflicts marked):
@@ -287,6 +308,7 @@ class ParallelDevelopers:
         rt, lp = self.rt, self.rt.paths.loop(t)
         mid = f"merge-{package.id}"
         conflicts = list(step.conflicts)
+        shown = ", ".join(map(printable, conflicts))  # a role's names, as the journal and a prompt can hold them
         if rt.history.done(t, step_name(mid)):
             result = PackageResult.read(lp.package(mid))
         else:
@@ -294,20 +316,27 @@ class ParallelDevelopers:
             ours = [results[m["package"]] for m in into]
             sides = [{"id": r.package, "tasks": list(r.tasks), "summary": r.report.summary if r.report else ""}
                      for r in (*ours, results[package.id])]
-            info = {"id": mid, "merge": True, "conflicts": conflicts, "sides": sides}
+            info = {"id": mid, "merge": True, "conflicts": [printable(c) for c in conflicts],
+                    "sides": sides}
             beside = PackageSet(rt.runner.home("developer", mid), ())
             self._set_aside(t, f"developer-{mid}", mid)
             result = self._run_package(t, base, plan.package_plan(package), lp.plan_md.read_text(encoding="utf-8"),
                                        info, rt.runner, beside, start=conflicted, tasks=package.tasks)
         if result.commit is None:
-            return None, f"conflicts in {', '.join(conflicts)}; the merge attempt failed: {result.error}"
+            return None, f"conflicts in {shown}; the merge attempt failed: {result.error}"
         outside = sorted(set(self.git.changed(step.tree, result.commit)) - set(conflicts))
         if outside:
-            return None, (f"conflicts in {', '.join(conflicts)}; the merge attempt also changed "
-                          f"{', '.join(outside[:5])}, outside its conflicts")
+            return None, (f"conflicts in {shown}; the merge attempt also changed "
+                          f"{', '.join(map(printable, outside[:5]))}, outside its conflicts")
         if marked := self.git.files_with_markers(result.commit, conflicts):
-            return None, f"conflicts in {', '.join(conflicts)}; conflict markers left in {', '.join(marked)}"
+            return None, f"conflicts in {shown}; conflict markers left in {', '.join(map(printable, marked))}"
         return result.commit, ""
+
+
+def git_says(err: GitError | OSError, limit: int = 400) -> str:
+    """git's own words for an error (its last lines, not hoh's command line), bounded; a file's error as it is."""
+    said = " ".join(printable((err.stderr if isinstance(err, GitError) else "") or str(err)).split())
+    return said if len(said) <= limit else f"{said[:limit]}…"
 
 
 def combined_report(t: int, plan: Plan, results: dict[str, PackageResult], outcome: dict[str, Any]) -> DeveloperReport:

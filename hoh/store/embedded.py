@@ -8,9 +8,7 @@ meets and commits its files; these are its steps. `history` is a `git.History` (
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +69,45 @@ def remove_embedded_git(work_tree: Path, rel: str) -> None:
         path = path / part
         if path.is_symlink():
             raise GitError(f"{work_tree}: {rel} has a link in its path")
-    dot_git = path / ".git"
-    if dot_git.is_dir() and not dot_git.is_symlink():
-        shutil.rmtree(dot_git, **{"onexc" if sys.version_info >= (3, 12) else "onerror": _writable_and_retry})
-    elif os.path.lexists(dot_git):
-        dot_git.unlink()
+    remove_tree(path / ".git")
 
 
 def _path(raw: bytes) -> str:
     return raw.decode(errors="surrogateescape")
 
 
-def _writable_and_retry(func, path: str, _exc) -> None:
-    """rmtree's error handler: a role may leave a directory without write permission."""
-    os.chmod(os.path.dirname(path), stat.S_IRWXU)
-    func(path)
+def remove_tree(path: Path) -> None:
+    """Whatever is at `path` removed (a link as itself, never followed), however a role left it: directories
+    without permission for hoh's user, deeper than a path or Python's recursion can reach. Each directory's
+    entries are moved up into `path` before it goes, so no path grows past `path/dir/entry`."""
+    if not os.path.lexists(path):
+        return
+    own_dir(path.parent)
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        path.unlink()
+        return
+    own_dir(path)
+    moved = 0
+    todo = os.listdir(path)
+    while todo:
+        name = todo.pop()
+        child = path / name
+        if not stat.S_ISDIR(os.lstat(child).st_mode):
+            child.unlink()
+            continue
+        own_dir(child)
+        for name in os.listdir(child):  # its entries up into `path`, under names no entry there has
+            while os.path.lexists(up := path / f".hoh-removing-{moved}"):
+                moved += 1
+            os.rename(child / name, up)
+            todo.append(up.name)
+        child.rmdir()
+    path.rmdir()
+
+
+def own_dir(directory: Path) -> None:
+    """A directory hoh's user may list, enter and change (as root it may already: nothing is changed); a role's
+    `chmod` of it is not content (git keeps no directory's mode)."""
+    mode = stat.S_IMODE(os.lstat(directory).st_mode)
+    if os.geteuid() != 0 and mode & stat.S_IRWXU != stat.S_IRWXU:
+        os.chmod(directory, mode | stat.S_IRWXU)

@@ -20,8 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .embedded import changed_gitlinks, flatten_untracked, may_hold_gitlinks, remove_embedded_git
 from . import viewmove
+from .staging import stage
 from .gitrun import NO_SUBMODULES, GitError, run_git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -36,8 +36,11 @@ IGNORED_NAMED = "The following paths are ignored by one of your .gitignore files
 class History:
     """hoh's view: history.git with the project dir as its work tree."""
 
-    def __init__(self, git_dir: Path, work_tree: Path):
+    def __init__(self, git_dir: Path, work_tree: Path, index_file: Path | None = None):
         self.git_dir, self.work_tree = git_dir, work_tree
+        self.index_file = index_file
+        """The index of the commands that name none: None, history.git's own (`index`); a work package's copy
+        has its own (`beside`)."""
         self._trees: dict[str, str] = {}  # commit → tree: commits never change
         self._tags: dict[str, str] | None = None
         self._head: str | None = None
@@ -54,6 +57,8 @@ class History:
         while the tree was known clean at that commit: the next role's snapshot needs no new scan."""
         self.flattened: list[str] = []
         """The embedded repositories the last `commit_all` made content (their .git removed), sorted."""
+        self.left_out: list[str] = []
+        """The paths the last `commit_all` left out (removed): names git refuses to record, sorted."""
         self._outside: list[str] | None = None
 
     @property
@@ -104,7 +109,12 @@ class History:
             binary: bool = False, stdin: bytes | None = None) -> str | bytes:
         tree = work_tree or self.work_tree
         return run_git(["--git-dir", str(self.git_dir), "--work-tree", str(tree), *args], cwd=tree, loop=loop,
-                       index=index, binary=binary, stdin=stdin)
+                       index=index if index is not None else self.index_file, binary=binary, stdin=stdin)
+
+    def beside(self, work_tree: Path, index_file: Path) -> "History":
+        """history.git with another work tree and its own index (a work package's copy): staged as the project
+        is (`staging.stage`), with no ref of history.git's moved."""
+        return History(self.git_dir, work_tree, index_file)
 
     # ---- creation ------------------------------------------------------------------------------
     def create(self, message: str, exclude: list[str] = ()) -> str:
@@ -175,30 +185,14 @@ class History:
         An embedded repository is content: its .git is removed from the work tree and its files are
         committed, never a gitlink (which would leave them out of the candidate, and a later `git status`
         would run git in it, under its own config). `flattened` says which; a gitlink `parent` already
-        had (a user's submodule) stays while it does not change."""
+        had (a user's submodule) stays while it does not change. What else git will not add as it is is
+        settled as `staging.stage` says, the same for a work package's copy."""
         self.clear_stale_locks()
         if self._head != parent:
             self.git("reset", "-q", "--soft", parent)
             self._head = parent
-        self.flattened = []
-        try:
-            if changed is None:
-                self.git(*self._scan("add", "-A"))
-            else:
-                self._add_changed(changed)
-        except GitError:  # an embedded repository without a commit, which git cannot record at all
-            self.flattened = flatten_untracked(self)
-            self.git(*self._scan("add", "-A"))
-        while may_hold_gitlinks(self.work_tree, changed, self.flattened) \
-                and (gitlinks := changed_gitlinks(self, parent)):
-            if set(gitlinks) & set(self.flattened):
-                raise GitError(f"{self.work_tree}: cannot make the embedded repositories {gitlinks} content")
-            for rel in gitlinks:
-                remove_embedded_git(self.work_tree, rel)
-            self._pathspec_git("rm", "-q", "-f", "--cached", paths=gitlinks)
-            self.flattened += gitlinks + flatten_untracked(self, gitlinks)
-            self._pathspec_git("add", "-A", paths=gitlinks)
-        self.flattened.sort()
+        staged = stage(self, parent, changed)
+        self.flattened, self.left_out = list(staged.flattened), list(staged.left_out)
         commit = self.commit(message, parent=parent, loop=loop, tag=tag)
         self.clean_at = commit
         return commit
