@@ -29,6 +29,8 @@ HEAD_TIMEOUT = 60.0
 CONNECT_TIMEOUT = 30.0
 STREAM_TIMEOUT = 3600.0
 """A model's response may be silent for minutes (a long think): only an hour's silence ends it."""
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 1 << 20
 _MAX_LINE = 8192
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -175,8 +177,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(body)
+            self.linger()
         except OSError:
             pass  # the client is gone
+
+    def linger(self) -> None:
+        """After a refusal, what the client still sends (the body of a request refused on its head) is read
+        and dropped until it closes, for a bounded time: a close with unread bytes resets the connection, and
+        the client may lose the answer it was sent."""
+        self.connection.shutdown(socket.SHUT_WR)
+        self.connection.settimeout(LINGER_SECONDS)
+        left, deadline = LINGER_BYTES, time.monotonic() + LINGER_SECONDS
+        while left > 0 and time.monotonic() < deadline and (data := self.rfile.read1(min(left, BUFSIZE))):
+            left -= len(data)
 
     def fail_upstream(self, reason: str) -> None:
         """The upstream could not be reached or dropped the request: a model client must see what it would

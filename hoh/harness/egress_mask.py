@@ -40,9 +40,10 @@ def spellings(secret: str | None) -> tuple[bytes, ...]:
     if not secret:
         return ()
     raw = secret.encode()
-    url = quote(secret, safe="").encode()
-    found = {raw, json.dumps(secret)[1:-1].encode(), url, quote_plus(secret).encode(),
-             _PERCENT.sub(lambda m: m.group().lower(), url), raw.hex().encode(), raw.hex().upper().encode()}
+    # Url-encoders differ in what they leave alone: "/" (Python's quote), JavaScript's !*'(), "+" for a space.
+    urls = {quote(secret, safe=safe).encode() for safe in ("", "/", "!*'()")} | {quote_plus(secret).encode()}
+    found = {raw, json.dumps(secret)[1:-1].encode(), raw.hex().encode(), raw.hex().upper().encode(), *urls,
+             *(_PERCENT.sub(lambda m: m.group().lower(), url) for url in urls)}
     for offset in range(3):
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             text = encode(b"\0" * offset + raw)
