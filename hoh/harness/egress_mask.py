@@ -21,7 +21,8 @@ from typing import Iterable, Iterator
 from urllib.parse import quote, quote_plus
 
 MIN_SPELLING = 8
-"""A shorter spelling (the core of a very short key's base64) would mask innocent text."""
+"""A shorter derived spelling (the core of a very short key's base64) would mask innocent text; the key itself is
+masked whatever its length."""
 MAX_PIECE = 64 * 1024
 """Decoded output is handed on at most this much at a time: a small compressed read may inflate a thousandfold."""
 _PERCENT = re.compile(rb"%[0-9A-F]{2}")
@@ -49,7 +50,8 @@ def spellings(secret: str | None) -> tuple[bytes, ...]:
             text = encode(b"\0" * offset + raw)
             # Only the characters made of the secret's bits alone: those beside it depend on its neighbours.
             found.add(text[-(-8 * offset // 6):8 * (offset + len(raw)) // 6])
-    return tuple(sorted((s for s in found if len(s) >= MIN_SPELLING), key=len, reverse=True))
+    kept = {s for s in found if len(s) >= MIN_SPELLING} | {raw}
+    return tuple(sorted(kept, key=len, reverse=True))
 
 
 def mask(data: bytes, patterns: Iterable[bytes]) -> bytes:
@@ -71,6 +73,7 @@ class Masker:
     def __init__(self, patterns: tuple[bytes, ...]):
         self.patterns = patterns
         self.reach = max(map(len, patterns), default=1) - 1
+        self.firsts = frozenset(p[0] for p in patterns)
         self.held = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -88,8 +91,7 @@ class Masker:
     def _cut(self, data: bytes) -> int:
         """Where the longest tail of `data` that begins some pattern starts (len(data): none does)."""
         for start in range(max(0, len(data) - self.reach), len(data)):
-            tail = data[start:]
-            if any(pattern.startswith(tail) for pattern in self.patterns):
+            if data[start] in self.firsts and any(pattern.startswith(data[start:]) for pattern in self.patterns):
                 return start
         return len(data)
 
