@@ -113,6 +113,33 @@ def test_a_key_less_endpoint_gets_a_provider_without_a_real_key(name, tmp_path, 
     assert PLACEHOLDER_KEY not in own_login.values()
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "key-less"])
+@pytest.mark.parametrize("name", ["codex", "opencode", "pi", "claude", "scripted"])
+def test_behind_hoh_s_proxy_each_cli_sends_the_attempt_s_token_as_its_key(name, keyed, tmp_path, monkeypatch):
+    """The proxy serves only requests that carry the attempt's token, key-less endpoint or not: each CLI holds
+    it where it reads its key, and no argv or config file hoh writes holds it (Pi and OpenCode name a variable)."""
+    monkeypatch.setenv("HOH_TEST_KEY", "sk-sentinel-abcdef")
+    config = MOCK if keyed else {k: v for k, v in MOCK.items() if k != "api_key_env"}
+    a = adapter(name, **config, **({"script": str(tmp_path / "s.yaml")} if name == "scripted" else {}))
+    token = "hoh-" + "t0k3n" * 8
+    req = request("developer", tmp_path, endpoint="http://127.0.0.1:47613/v1", egress_token=token,
+                  context={"workspace": str(tmp_path)})
+    a.prepare(req)
+    argv, env = a.build_argv(req), a.env(req)
+    variable = "HOH_TEST_KEY" if keyed else "HOH_EGRESS_TOKEN"
+    key_var = "ANTHROPIC_API_KEY" if name == "claude" else variable
+    assert env[key_var] == token and "sk-sentinel-abcdef" not in json.dumps([argv, env])
+    assert token not in json.dumps(argv) and token not in repr(req)
+    assert not [p for p in (tmp_path / "home").rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    if name == "pi":
+        provider = json.loads((tmp_path / "home/.pi/agent/models.json").read_text())["providers"]["hoh"]
+        assert provider["apiKey"] == variable and provider["baseUrl"] == "http://127.0.0.1:47613/v1"
+    elif name == "opencode":
+        assert a.opencode_config(req)["provider"]["hoh"]["options"]["apiKey"] == "{env:" + variable + "}"
+    elif name == "codex":
+        assert f"model_providers.hoh.env_key={variable}" in argv
+
+
 def option(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv else None
 

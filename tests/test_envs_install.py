@@ -83,7 +83,7 @@ def test_a_real_cli_installed_by_hoh_builds_in_docker_as_it_does_locally(name, h
     assert json.loads((dev / "result.json").read_text())["harness"]["tool_calls"] >= 1
     if name == "codex":  # its bubblewrap cannot work in a container: the container is the sandbox
         assert command["argv"][command["argv"].index("-s") + 1] == "danger-full-access"
-    # The key stayed on this machine: the proxy sent it, the container only ever held a placeholder.
+    # The key stayed on this machine: the proxy sent it, the container only ever held an attempt's token.
     sent = {v for r in requests for k, v in r["headers"].items() if k == "authorization"}
     assert sent == {f"<redacted len={len('Bearer ' + SENTINEL)}>"}
     assert containers(tmp_path) == []  # every environment stopped and deleted

@@ -187,7 +187,7 @@ def test_hoh_with_the_real_opencode_cli_on_an_image_without_python_and_git(harbo
     mock, ref = replay_script(task, tmp_path)
 
     # The key comes through Harbor's --ae and hoh's api_key_env; it stays in hoh's egress proxy here, the CLI
-    # gets a placeholder, and hoh redacts it from everything it writes.
+    # gets the attempt's token, and hoh redacts the key from everything it writes.
     [trial] = harbor.run(task, tmp_path / "jobs", "opencode", *AGENT, "-m", "mock-model", "--ak", "harness=opencode",
                          "--ak", "loops=2", "--ak", f"mock_llm={mock}", "--ak", f"harness_bin={harness_bin}",
                          "--ak", "api_key_env=HOH_TEST_KEY", "--ae", f"HOH_TEST_KEY={SENTINEL}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -226,7 +227,7 @@ CASES = [
     Case("qa-dumps-environments-into-evidence", "qa",
          [{"run": f"env > {E}/env.txt; cat /proc/*/environ > {E}/environ.txt 2>/dev/null; true"}]),
     Case("dev-prints-its-key", "developer", [{"run": "env | grep HOH_HOSTILE_SENTINEL > key.txt"}],
-         lambda run: (run.ws / "project/key.txt").read_text().strip() == "HOH_HOSTILE_SENTINEL=hoh-egress-placeholder-key",
+         lambda run: re.fullmatch(r"HOH_HOSTILE_SENTINEL=hoh-[\w-]{40,}", (run.ws / "project/key.txt").read_text().strip()),
          modes=("bwrap", "off"), guarded=False,
          sets={"harness.base_url": "http://127.0.0.1:9/v1", "harness.api_key_env": "HOH_HOSTILE_SENTINEL"}),
     Case("dev-makes-a-huge-sparse-file-in-its-home", "developer", [{"run": "truncate -s 200G $HOME/big.bin"}],

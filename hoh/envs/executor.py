@@ -24,7 +24,7 @@ from ..errors import EnvironmentUnavailable
 from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
 from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
-from ..harness.egress_policy import inside_base_url
+from ..harness.egress_policy import inside_base_url, proxy_url
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import proxy_env
 from . import supervise, transfer
@@ -127,10 +127,10 @@ class RoleEnvironment(Executor):
         if self.gateway is None or not upstream:
             yield request
             return
-        # The key stays here: the CLI gets the proxy's address on the environment's gateway and a placeholder.
+        # The key stays here: the CLI gets the proxy's address on the environment's gateway and this attempt's
+        # token, which opens the proxy (reachable from more than this container) only until the attempt ends.
         hosts = request.jail.allow_hosts if request.jail else ()
-        policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), placeholder=PLACEHOLDER_KEY,
-                              allow_hosts=tuple(hosts))
+        policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), allow_hosts=tuple(hosts))
         try:
             proxy = EgressProxy(policy, log_path=attempt_dir / "egress.jsonl", tcp_host=self.gateway)
             proxy.start()
@@ -140,7 +140,8 @@ class RoleEnvironment(Executor):
                                          "environment cannot reach hoh's proxy") from None
         try:
             yield dataclasses.replace(request, endpoint=inside_base_url(upstream, proxy.tcp_port, self.gateway),
-                                      proxy_url=f"http://{self.gateway}:{proxy.tcp_port}")
+                                      proxy_url=proxy_url(policy.token, self.gateway, proxy.tcp_port),
+                                      egress_token=policy.token)
         finally:
             proxy.close()
 

@@ -124,8 +124,12 @@ class RoleRequest:
     endpoint: str | None = None
     """The model base URL as the CLI must use it: hoh's egress proxy in front of `base_url` (set for the
     attempt by `run`); None: `base_url` itself."""
-    proxy_url: str | None = None
-    """hoh's egress proxy for every other host (HTTPS_PROXY), inside the jail; None: no proxy."""
+    proxy_url: str | None = field(default=None, repr=False)
+    """hoh's egress proxy for every other host (HTTPS_PROXY), inside the jail, the token in its userinfo;
+    None: no proxy."""
+    egress_token: str | None = field(default=None, repr=False)
+    """The attempt's token for hoh's egress proxy, which the CLI holds in place of its key (set for the attempt
+    with `endpoint`); None: no proxy of hoh's serves the attempt."""
     limits: Limits = field(default_factory=Limits)
     """Processes and memory of the attempt together (`sandbox.limits`)."""
     site: ProgramSite = LOCAL_SITE

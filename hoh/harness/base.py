@@ -23,9 +23,9 @@ from .attempt import (QUOTA_PATTERN, ErrorPattern, FrozenInput, HarnessResult, O
 from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_version
 from .entries import EntryKind, TranscriptEntry, entries_of_stream, generic_entries
 from .executor import LOCAL, Executor, Launch
-from .network import proxy_env
+from .network import TOKEN_VARIABLE, proxy_env
 from .process import ProcessResult
-from .secrets import copy_credentials, known_secrets, redact, scrub_attempt, unlink_links
+from .secrets import copy_credentials, known_secrets, redact, redact_files, scrub_attempt, unlink_links
 
 __all__ = ["QUOTA_PATTERN", "Capabilities", "CostReport", "EntryKind", "FrozenInput", "HarnessAdapter", "HarnessResult",
            "Outcome", "ParsedRun", "RoleRequest", "TranscriptEntry", "Usage", "compile_patterns", "copy_credentials",
@@ -117,21 +117,27 @@ class HarnessAdapter(ABC):
         """The real key named by `api_key_env`; only hoh's egress proxy ever sends it."""
         return os.environ.get(self.config.api_key_env or "") or None
 
+    def key_variable(self, request: RoleRequest) -> str | None:
+        """The variable the CLI reads its key from: `api_key_env`; for a key-less endpoint behind hoh's proxy,
+        `TOKEN_VARIABLE` (the proxy serves only requests that carry the attempt's token, key or no key)."""
+        if self.config.api_key_env:
+            return self.config.api_key_env
+        return TOKEN_VARIABLE if request.egress_token and self.config.base_url else None
+
     def forward_api_key(self, env: dict[str, str], request: RoleRequest, name: str | None = None) -> None:
-        """Give the CLI its key variable: the proxy's placeholder when hoh's proxy stands in front of the
-        endpoint (the real key never enters the role), else the key itself. A key-less endpoint (`base_url`
-        without `api_key_env`) gets the placeholder too, for a CLI that will not start without a key; hoh's
-        proxy drops it before the endpoint (`EgressPolicy.with_credential`)."""
+        """Give the CLI its key variable (`name`, else `key_variable`): behind hoh's proxy the attempt's token
+        (the real key never enters the role; the proxy puts it in the token's place, or drops the token before
+        a key-less endpoint), else the key itself. A key-less endpoint with no proxy in front gets
+        `PLACEHOLDER_KEY`, for a CLI that will not start without a key."""
         from .egress import PLACEHOLDER_KEY
-        name = name or self.config.api_key_env
+        name = name or self.key_variable(request)
         if not name:
             return
-        if not self.config.api_key_env:
+        if request.egress_token:
+            env[name] = request.egress_token
+        elif not self.config.api_key_env:
             if self.config.base_url:
                 env[name] = PLACEHOLDER_KEY
-            return
-        if request.endpoint:
-            env[name] = PLACEHOLDER_KEY
         elif self.config.api_key_env in os.environ:
             env[name] = os.environ[self.config.api_key_env]
 
@@ -237,6 +243,9 @@ class HarnessAdapter(ABC):
         secrets = self.secrets(request)
         scrub_attempt([proc.stdout_path, proc.stderr_path], request.home, secrets,
                       keep=[copy for _source, copy in self.logins(request)])
+        if request.egress_token:  # dead now that the attempt is over, yet no file of hoh's keeps it
+            redact_files([proc.stdout_path, proc.stderr_path], [request.egress_token])
+            secrets = [*secrets, request.egress_token]
         proc = dataclasses.replace(proc, stderr_excerpt=redact(proc.stderr_excerpt, secrets))
         with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
             try:

@@ -75,8 +75,8 @@ class CodexAdapter(HarnessAdapter):
             prefix = f"model_providers.{PROVIDER}"
             options += ["-c", f"model_provider={PROVIDER}", "-c", f"{prefix}.name={PROVIDER}",
                         "-c", f"{prefix}.base_url={self.base_url(request)}", "-c", f"{prefix}.wire_api=responses"]
-            if self.config.api_key_env:
-                options += ["-c", f"{prefix}.env_key={self.config.api_key_env}"]
+            if key := self.key_variable(request):
+                options += ["-c", f"{prefix}.env_key={key}"]
             # hoh retries transient failures itself, with the journal recording each one.
             options += ["-c", f"{prefix}.request_max_retries=1", "-c", f"{prefix}.stream_max_retries=1"]
         options += self.config.extra_args

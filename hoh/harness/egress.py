@@ -5,13 +5,16 @@ A jailed role has its own network namespace (`bwrap --unshare-net`): loopback on
 `egress_shim` forwards the jail's 127.0.0.1:`INSIDE_PORT` to it. Without a jail the proxy listens on an
 ephemeral 127.0.0.1 port instead, and the CLI still talks only to it.
 
-One request per connection (HTTP/1.1, closed after the response):
+One request per connection (HTTP/1.1, closed after the response), served only when it carries the
+attempt's token (`EgressPolicy.token`, fresh for every attempt; the proxy lives as long as the attempt):
 - origin-form (`POST /v1/responses`): the model route, to `EgressPolicy.upstream` with the same path and
-  query. The CLI holds only `PLACEHOLDER_KEY`; the proxy puts the real key where it appears in the
-  credential headers, so no secret enters the jail (for a key-less endpoint it drops those headers). The
-  response is streamed back as it arrives.
-- `CONNECT host:port` tunnels and absolute-form `GET http://host/path`: only to `allow_hosts`, else 403.
-Each request or tunnel is one JSON line of the log (`EgressRecord`), the credential never in it.
+  query. The CLI holds the token where it would hold its key; the proxy puts the real key in its place in
+  the credential headers, so no secret enters the jail (for a key-less endpoint it drops those headers).
+  Without the token: 401. The response is streamed back as it arrives, the key masked in it in every
+  spelling, decoded first if it came compressed (`egress_mask`).
+- `CONNECT host:port` tunnels and absolute-form `GET http://host/path`: the token in Proxy-Authorization
+  (the proxy URL's userinfo) else 407, and only to `allow_hosts`, else 403.
+Each request or tunnel is one JSON line of the log (`EgressRecord`), the credential and the token never in it.
 The policy and the log's records are in `egress_policy` (this module re-exports them), one connection's
 handling in `egress_handler`.
 Requests come from untrusted code: bounded header sizes and counts (http.server's), bounded live
@@ -32,11 +35,12 @@ from typing import Any
 
 from .egress_handler import CONNECT_TIMEOUT, HEAD_TIMEOUT, STREAM_TIMEOUT, _Exchange, _Handler
 from .egress_policy import (CREDENTIAL_HEADERS, HOP_BY_HOP, INSIDE_PORT, INSIDE_SOCKET, PLACEHOLDER_KEY, Decision,
-                            EgressPolicy, EgressRecord, Kind, inside_base_url, read_log, split_hostport)
+                            EgressPolicy, EgressRecord, Kind, inside_base_url, new_token, proxy_url, read_log,
+                            split_hostport)
 
 __all__ = ["CONNECT_TIMEOUT", "CREDENTIAL_HEADERS", "HEAD_TIMEOUT", "HOP_BY_HOP", "INSIDE_PORT", "INSIDE_SOCKET",
            "MAX_CONNECTIONS", "PLACEHOLDER_KEY", "STREAM_TIMEOUT", "Decision", "EgressPolicy", "EgressProxy",
-           "EgressRecord", "Kind", "inside_base_url", "read_log", "split_hostport"]
+           "EgressRecord", "Kind", "inside_base_url", "new_token", "proxy_url", "read_log", "split_hostport"]
 
 MAX_CONNECTIONS = 128
 
@@ -83,7 +87,7 @@ class _Serving:
         os.close(self._wake_w)
 
     def write(self, exchange: _Exchange) -> None:
-        """Appends the exchange's line to the log, the credential redacted."""
+        """Appends the exchange's line to the log, the credential and the token redacted."""
         if self.log_path is not None:
             line = self.policy.redact(json.dumps(exchange.record(self.policy).to_json()))
             # Opened per line: a handler that ends after the proxy closed still gets its line in.

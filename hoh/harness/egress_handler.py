@@ -1,5 +1,6 @@
-"""One connection through hoh's egress: a model request, a tunnel or a plain-HTTP request, checked against
-the policy and logged. The listeners that hand connections to `_Handler` are in `egress`."""
+"""One connection through hoh's egress: a model request, a tunnel or a plain-HTTP request, served only with
+the attempt's token, checked against the policy and logged. The listeners that hand connections to
+`_Handler` are in `egress`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import urlsplit
 
+from .egress_mask import CorruptBody, Decoder, Masker, UnreadableCoding, content_codings, mask_text
 from .egress_policy import CREDENTIAL_HEADERS, HOP_BY_HOP, Decision, EgressPolicy, EgressRecord, Kind, split_hostport
 from .egress_shim import BUFSIZE, relay
 
@@ -21,11 +23,14 @@ if TYPE_CHECKING:
     from .egress import _Serving
 
 _REMADE = frozenset({"host", "content-length", "expect"})  # set by the proxy for the next hop
+_REALM = 'realm="hoh egress"'
 HEAD_TIMEOUT = 60.0
 """A client gets this long to send its request line and headers."""
 CONNECT_TIMEOUT = 30.0
 STREAM_TIMEOUT = 3600.0
 """A model's response may be silent for minutes (a long think): only an hour's silence ends it."""
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 1 << 20
 _MAX_LINE = 8192
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -108,13 +113,47 @@ class _Handler(BaseHTTPRequestHandler):
         if len(self.requestline.split()) != 3:
             self.refuse(400, "HTTP/0.9 is not served")
         elif self.command == "CONNECT":
-            self.tunnel()
+            self.ex.kind = Kind.CONNECT
+            if self.admitted(model=False):
+                self.tunnel()
         elif self.path.startswith("/"):
-            self.model(self.path)
+            self.ex.kind = Kind.MODEL
+            if self.admitted(model=True):
+                self.model(self.path)
         elif self.path[:7].lower() == "http://":
-            self.plain_http()
+            self.ex.kind = Kind.HTTP
+            if self.admitted(model=self.to_itself()):
+                self.plain_http()
         else:
             self.refuse(400, f"not a request this proxy serves: {self.command} {self.path[:100]}")
+
+    def admitted(self, model: bool) -> bool:
+        """Whether the request carries the attempt's token, else refuses it: 401 on the model route, where the
+        token is the CLI's key (a credential header), 407 to a client using the proxy as a proxy (the token in
+        Proxy-Authorization, from the userinfo of the proxy URL it was given)."""
+        policy = self.server.policy
+        values = self.headers.get_all("Proxy-Authorization", [])
+        if model:
+            values += [value for name, value in self.headers.items() if name.lower() in CREDENTIAL_HEADERS]
+        if any(policy.admits(value) for value in values):
+            return True
+        self.ex.target = policy.redact(self.path.partition("?")[0])[:200]
+        if model:
+            self.refuse(401, "a request without this attempt's token", ("WWW-Authenticate", f"Bearer {_REALM}"))
+        else:
+            self.refuse(407, "a request without this attempt's token", ("Proxy-Authenticate", f"Basic {_REALM}"))
+        return False
+
+    def to_itself(self) -> bool:
+        """An absolute-form request for this proxy's own address: a CLI that sends its model calls through
+        HTTP_PROXY, which is us: on loopback, or (in a role environment) at the gateway address this proxy
+        listens on, which NO_PROXY does not name."""
+        parts = urlsplit(self.path)
+        try:
+            host, port = parts.hostname, parts.port or 80
+        except ValueError:
+            return False
+        return (host in _LOOPBACK or host == self.server.server_address[0]) and port in self.server.own_ports
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the JSON log is the record; hoh's stderr is not the proxy's
@@ -122,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         self.refuse(int(code), message or HTTPStatus(code).phrase)
 
-    def refuse(self, status: int, reason: str) -> None:
+    def refuse(self, status: int, reason: str, *headers: tuple[str, str]) -> None:
         """Answers with `status` and a short JSON error (the shape model clients parse), and closes."""
         reason = self.server.policy.redact(reason)[:300]
         self.ex.status, self.ex.reason = status, reason
@@ -131,13 +170,26 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.dumps({"error": {"type": "hoh_egress", "message": f"hoh egress: {reason}"}}).encode()
         try:
             self.send_response_only(status)
+            for name, value in headers:
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(body)
+            self.linger()
         except OSError:
             pass  # the client is gone
+
+    def linger(self) -> None:
+        """After a refusal, what the client still sends (the body of a request refused on its head) is read
+        and dropped until it closes, for a bounded time: a close with unread bytes resets the connection, and
+        the client may lose the answer it was sent."""
+        self.connection.shutdown(socket.SHUT_WR)
+        self.connection.settimeout(LINGER_SECONDS)
+        left, deadline = LINGER_BYTES, time.monotonic() + LINGER_SECONDS
+        while left > 0 and time.monotonic() < deadline and (data := self.rfile.read1(min(left, BUFSIZE))):
+            left -= len(data)
 
     def fail_upstream(self, reason: str) -> None:
         """The upstream could not be reached or dropped the request: a model client must see what it would
@@ -171,9 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not host:
             return self.refuse(400, "a proxy request needs http://host[:port]/path")
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        # A CLI that sends its model calls through HTTP_PROXY, which is us: on loopback, or (in a role
-        # environment) at the gateway address this proxy listens on, which NO_PROXY does not name.
-        if (host in _LOOPBACK or host == self.server.server_address[0]) and port in self.server.own_ports:
+        if self.to_itself():
             return self.model(path)
         self.ex.target = f"{host}:{port}"
         if not self.server.policy.allows(host, port):
@@ -246,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self.refuse(400, "a method, path or header that cannot be sent on")
             except (OSError, http.client.HTTPException) as exc:
                 return self.fail_upstream(f"{host}:{port} failed: {_why(exc)}")
-            self.stream_back(response)
+            self.stream_back(response, credential)
         finally:
             conn.close()
 
@@ -300,6 +350,10 @@ class _Handler(BaseHTTPRequestHandler):
         policy = self.server.policy
         drop = _hop_by_hop(self.headers) | _REMADE
         headers = [("Host", host_header)]
+        if credential and policy.credential:
+            # An answer that carries the key back must come in a form it can be masked in.
+            drop |= {"accept-encoding"}
+            headers.append(("Accept-Encoding", "identity"))
         for name, value in self.headers.items():
             if name.lower() in drop:
                 continue
@@ -310,52 +364,47 @@ class _Handler(BaseHTTPRequestHandler):
             headers.append((name, value))
         return headers
 
-    def stream_back(self, response: http.client.HTTPResponse) -> None:
-        """Status, headers and body to the client as they arrive; re-chunked when the length is unknown. The
-        credential never goes back in (a gateway that echoes its request): masked at the same length."""
-        mask = Masker(self.server.policy.credential)
-        rechunk = response.length is None  # http.client has set 0 where there is no body (HEAD, 204, 304)
+    def stream_back(self, response: http.client.HTTPResponse, credential: bool) -> None:
+        """Status, headers and body to the client as they arrive; re-chunked when the length is unknown. Where
+        the key went up (`credential`) it never comes back, in any spelling (a gateway that echoes its request):
+        masked at the same length, in a body decoded first if the upstream compressed it all the same."""
+        patterns = self.server.policy.spellings if credential else ()
+        codings = content_codings(response.headers.get_all("Content-Encoding", []))
+        decoder = None
+        if patterns and codings and response.length != 0:  # http.client has set 0 where there is no body
+            try:
+                decoder = Decoder(codings)
+            except UnreadableCoding as exc:
+                return self.refuse(502, f"the upstream answered in the {exc} coding, which hoh cannot decode to "
+                                        "keep the key out of it")
+        mask = Masker(patterns)
+        rechunk = response.length is None or decoder is not None
         drop = _hop_by_hop(response.headers) | ({"content-length"} if rechunk else set())
+        drop |= {"content-encoding"} if decoder is not None else set()
         self.ex.status = response.status
         try:
-            self.send_response_only(response.status, response.reason)
+            self.send_response_only(response.status, mask_text(response.reason, patterns))
             for name, value in response.getheaders():
                 if name.lower() not in drop:
-                    self.send_header(name, self.server.policy.redact(value))
+                    self.send_header(mask_text(name, patterns), mask_text(value, patterns))
             if rechunk:
                 self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Connection", "close")
             self.end_headers()
             while chunk := response.read1(BUFSIZE):
-                if data := mask.feed(chunk):
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if rechunk else data)
                 self.ex.down += len(chunk)
-            if data := mask.flush():
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if rechunk else data)
+                for piece in decoder.feed(chunk) if decoder else (chunk,):
+                    self.send_body(mask.feed(piece), rechunk)
+            for piece in decoder.flush() if decoder else ():
+                self.send_body(mask.feed(piece), rechunk)
+            self.send_body(mask.flush(), rechunk)
             if rechunk:
                 self.wfile.write(b"0\r\n\r\n")
+        except CorruptBody as exc:
+            self.ex.reason = f"the upstream's body ended the stream: {exc}"  # sent: all left is to close
         except (OSError, http.client.HTTPException) as exc:
             self.ex.reason = f"the stream ended early: {_why(exc)}"  # the status is sent: all left is to close
 
-
-class Masker:
-    """A secret masked in a byte stream at its own length (a Content-Length stays true), also when it is
-    split across chunks: only a chunk's tail that could begin the secret is held back, until the next."""
-
-    def __init__(self, secret: str | None):
-        self.secret = secret.encode() if secret else b""
-        self.held = b""
-
-    def feed(self, data: bytes) -> bytes:
-        if not self.secret:
-            return data
-        data = (self.held + data).replace(self.secret, b"*" * len(self.secret))
-        keep = next((n for n in range(min(len(self.secret) - 1, len(data)), 0, -1)
-                     if self.secret.startswith(data[-n:])), 0)
-        self.held = data[len(data) - keep:] if keep else b""
-        return data[:len(data) - keep] if keep else data
-
-    def flush(self) -> bytes:
-        held, self.held = self.held, b""
-        return held
-
+    def send_body(self, data: bytes, chunked: bool) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)

@@ -1,21 +1,31 @@
 """What a role may reach through hoh's egress, and the log of what it did.
 
-`EgressPolicy` is one role's allowance (the model upstream and its key, the allowed hosts); each request
-or tunnel the proxy in `egress` serves is one `EgressRecord`, a JSON line of the log `read_log` reads.
+`EgressPolicy` is one role attempt's allowance (the model upstream and its key, the allowed hosts, the
+attempt's token); each request or tunnel the proxy in `egress` serves is one `EgressRecord`, a JSON line of
+the log `read_log` reads.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
 import json
 import re
+import secrets
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .egress_mask import spellings
+
 PLACEHOLDER_KEY = "hoh-egress-placeholder-key"
-"""The API key a CLI is given (Pi, for one, will not start without some key)."""
+"""The key a CLI is given for a key-less endpoint that no proxy of hoh's stands in front of (Pi, for one,
+will not start without some key). Behind the proxy a CLI holds the attempt's token instead (`new_token`)."""
+TOKEN_PREFIX = "hoh-"
 INSIDE_PORT = 47613
 """Where the shim listens in the jail; the jail's own network namespace means it cannot clash."""
 INSIDE_SOCKET = Path("/run/hoh/egress.sock")
@@ -52,6 +62,18 @@ def split_hostport(text: str, default_port: int | None = None) -> tuple[str, int
     return host, parts.port or default_port
 
 
+def new_token() -> str:
+    """A fresh token for one attempt: what its CLI holds in place of the key, and what the proxy asks of every
+    request (a token of another attempt, or none, is refused)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def proxy_url(token: str, host: str, port: int) -> str:
+    """The HTTPS_PROXY a CLI is given: the token as the password of the URL's userinfo, which curl, pip, npm,
+    undici and the CLIs send as `Proxy-Authorization: Basic` on every CONNECT and proxied request."""
+    return f"http://hoh:{token}@{host}:{port}"
+
+
 def inside_base_url(upstream: str, port: int, host: str = "127.0.0.1") -> str:
     """The base URL a CLI is given: the proxy's address as the CLI reaches it plus the upstream's path prefix
     ("https://api.x.com/v1" → "http://127.0.0.1:PORT/v1"), since requests keep their path."""
@@ -60,15 +82,18 @@ def inside_base_url(upstream: str, port: int, host: str = "127.0.0.1") -> str:
 
 @dataclass(frozen=True)
 class EgressPolicy:
-    """Where one role's network may go, and the key the proxy adds on the model route."""
+    """Where one role attempt's network may go, the key the proxy adds on the model route, and the token
+    every request must carry."""
 
     upstream: str | None = None
     """The real model base URL ("https://api.openai.com/v1"); None: no model route."""
     credential: str | None = field(default=None, repr=False)
-    """The real API key, put where the CLI sent `placeholder`; None: requests pass as they come."""
-    placeholder: str = PLACEHOLDER_KEY
+    """The real API key, put where the CLI sent `token`; None: a key-less endpoint."""
     allow_hosts: tuple[str, ...] = ()
     """Reachable by CONNECT and plain-HTTP proxying: "host" (any port), "host:port", "*.host" (its subdomains)."""
+    token: str = field(default_factory=new_token, repr=False)
+    """The attempt's token: on the model route in a credential header (where the CLI puts its key), on every
+    other request in Proxy-Authorization. The proxy serves nothing without it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allow_hosts", tuple(self.allow_hosts))
@@ -76,8 +101,25 @@ class EgressPolicy:
             self.target()
         for entry in self.allow_hosts:
             split_hostport(entry.removeprefix("*."))
-        if self.credential is not None and not self.placeholder:
-            raise ValueError("a credential needs a non-empty placeholder to replace")
+        if len(self.token) < 16 or not re.fullmatch(r"[A-Za-z0-9._~-]+", self.token):
+            raise ValueError("the egress token must be 16 or more URL-safe characters")
+
+    @cached_property
+    def spellings(self) -> tuple[bytes, ...]:
+        """The key's spellings an upstream may echo (`egress_mask.spellings`); none without a key."""
+        return spellings(self.credential)
+
+    def admits(self, value: str) -> bool:
+        """Whether a header value carries the token: alone, after a scheme (`Bearer TOKEN`), or as Basic's
+        user or password (a proxy URL's userinfo)."""
+        words = value.split()
+        if len(words) == 2 and words[0].lower() == "basic":
+            try:
+                words += base64.b64decode(words[1], validate=True).decode("utf-8").split(":", 1)
+            except (binascii.Error, UnicodeDecodeError):
+                pass
+        token = self.token.encode()
+        return any(hmac.compare_digest(word.encode("utf-8", "replace"), token) for word in words)
 
     def target(self) -> tuple[str, str, int]:
         """The upstream's (scheme, host, port)."""
@@ -96,18 +138,18 @@ class EgressPolicy:
         return False
 
     def with_credential(self, value: str) -> str | None:
-        """A credential header's value as sent on: the placeholder replaced by the key. Without a key (a
-        key-less endpoint) a header carrying the placeholder is dropped (None): the endpoint gets what a
-        client without a key sends, not a made-up key it might try to check."""
+        """A credential header's value as sent on: the token replaced by the key. Without a key (a key-less
+        endpoint) a header carrying the token is dropped (None): the endpoint gets what a client without a
+        key sends, not a made-up key it might try to check."""
         if self.credential:
-            return value.replace(self.placeholder, self.credential)
-        return None if self.placeholder and self.placeholder in value else value
+            return value.replace(self.token, self.credential)
+        return None if self.token in value else value
 
     def redact(self, text: str) -> str:
-        """`text` without the credential, also in its JSON-escaped spelling."""
-        if not self.credential:
-            return text
-        return text.replace(self.credential, _REDACTED).replace(json.dumps(self.credential)[1:-1], _REDACTED)
+        """`text` without the credential (in each of its spellings) and without the token."""
+        for spelling in (*self.spellings, self.token.encode()):
+            text = text.replace(spelling.decode("utf-8", "replace"), _REDACTED)
+        return text
 
 
 @dataclass(frozen=True)

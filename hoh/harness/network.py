@@ -1,5 +1,5 @@
 """How one role attempt reaches its model without holding its key: hoh's egress proxy, started for the
-attempt, and the endpoint, placeholder key and proxy variables the CLI is given instead.
+attempt, and the endpoint, token and proxy variables the CLI is given instead.
 
 - Jailed with `sandbox.network: egress`: the proxy listens on a unix socket that the jail binds in at
   `INSIDE_SOCKET`; the CLI talks to `http://127.0.0.1:INSIDE_PORT/…` on the jail's own loopback (the
@@ -8,7 +8,10 @@ attempt, and the endpoint, placeholder key and proxy variables the CLI is given 
   key still never enters the CLI's environment, its files or its transcripts.
 - Otherwise (no endpoint and no jail, or `sandbox.network: none|shared`): nothing to start.
 
-Every connection the role makes through the proxy is logged to the attempt's `egress.jsonl`.
+The proxy serves only requests that carry the attempt's token (`RoleRequest.egress_token`, in the CLI's key
+variable and in the proxy URL's userinfo), and stops when the attempt ends: a token captured in one attempt
+opens nothing in the next. Every connection the role makes through the proxy is logged to the attempt's
+`egress.jsonl`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from .egress import INSIDE_PORT, INSIDE_SOCKET, PLACEHOLDER_KEY, EgressPolicy, EgressProxy, inside_base_url
+from .egress import INSIDE_PORT, INSIDE_SOCKET, EgressPolicy, EgressProxy, inside_base_url, proxy_url
 from .jail import Network
 
 if TYPE_CHECKING:
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 
 SHIM = Path(__file__).with_name("egress_shim.py")
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+TOKEN_VARIABLE = "HOH_EGRESS_TOKEN"
+"""Where a CLI of a key-less endpoint (no `api_key_env`) finds the token it sends as its key to hoh's proxy."""
 
 
 def _socket_dir() -> Path:
@@ -64,19 +69,18 @@ def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_di
         yield request
         return
     hosts = (*jail.allow_hosts, *([] if upstream else adapter.capabilities.login_hosts)) if jail else ()
-    policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), placeholder=PLACEHOLDER_KEY,
-                          allow_hosts=tuple(hosts))
+    policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), allow_hosts=tuple(hosts))
     log = attempt_dir / "egress.jsonl"
     if not jailed:
         with EgressProxy(policy, log_path=log) as proxy:
-            yield replace(request, endpoint=inside_base_url(upstream, proxy.tcp_port))
+            yield replace(request, endpoint=inside_base_url(upstream, proxy.tcp_port), egress_token=policy.token)
         return
     socket_dir = _socket_dir()
     try:
         with EgressProxy(policy, unix_path=socket_dir / "egress.sock", log_path=log) as proxy:
             endpoint = inside_base_url(upstream, INSIDE_PORT) if upstream else None
-            yield replace(request, endpoint=endpoint, proxy_url=f"http://127.0.0.1:{INSIDE_PORT}",
-                          jail=replace(jail, egress_socket=proxy.unix_path))
+            yield replace(request, endpoint=endpoint, proxy_url=proxy_url(policy.token, "127.0.0.1", INSIDE_PORT),
+                          egress_token=policy.token, jail=replace(jail, egress_socket=proxy.unix_path))
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
 

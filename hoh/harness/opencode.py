@@ -69,8 +69,8 @@ class OpenCodeAdapter(HarnessAdapter):
         if self.config.base_url:
             model = self.config.model or "default"
             options = {"baseURL": self.base_url(request)}
-            if self.config.api_key_env:
-                options["apiKey"] = "{env:" + self.config.api_key_env + "}"
+            if key := self.key_variable(request):
+                options["apiKey"] = "{env:" + key + "}"
             entry: dict[str, Any] = {"name": model, "tool_call": True}
             if price := self.config.price:
                 entry["cost"] = {"input": price.input, "output": price.output,

@@ -79,8 +79,9 @@ class PiAdapter(HarnessAdapter):
                         "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
                         "models": [entry]}
             # Pi reads an env var *name* here (never the value), else takes it as the key itself. It refuses a
-            # provider without one ("Unknown provider"), so a key-less endpoint gets the placeholder literally.
-            provider["apiKey"] = self.config.api_key_env or PLACEHOLDER_KEY
+            # provider without one ("Unknown provider"), so a key-less endpoint with no proxy of hoh's in front
+            # gets the placeholder literally.
+            provider["apiKey"] = self.key_variable(request) or PLACEHOLDER_KEY
             atomic_write_json(agent / "models.json", {"providers": {PROVIDER: provider}})
         # hoh retries transient failures itself; Pi's own retries stay short so the journal sees them.
         atomic_write_json(agent / "settings.json",

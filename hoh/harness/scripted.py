@@ -47,7 +47,9 @@ class ScriptedAdapter(HarnessAdapter):
     def env(self, request: RoleRequest) -> dict[str, str]:
         env = super().env(request)
         env["HOH_SCRIPT_CONTEXT"] = json.dumps({k: str(v) for k, v in request.context.items()})
-        self.forward_api_key(env, request)  # as a real CLI is given it: a placeholder behind hoh's egress
+        self.forward_api_key(env, request)  # as a real CLI is given it: the attempt's token behind hoh's egress
+        if base_url := self.base_url(request):
+            env["HOH_MODEL_URL"] = base_url  # where a real CLI is told its model is (a script's commands use it)
         env["PYTHONPATH"] = request.site.hoh_path  # the agent is a module of hoh's
         return env
 
