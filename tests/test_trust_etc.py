@@ -231,3 +231,17 @@ def test_doctor_lists_what_of_etc_is_shown_and_what_was_kept_out():
         assert "/etc/ssl/private" in [k["path"] for k in report["kept_out"]]
     text = run_hoh("doctor", "-H", "scripted").stdout
     assert "/etc shown" in text and "kept out" in text and "shadow" in text
+
+
+def test_the_copies_of_a_process_killed_before_its_exit_are_removed_by_the_next(tmp_path, monkeypatch):
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid runs nothing now
+    orphan, alive = tmp_path / f"{jail_etc.PREFIX}{gone.pid}-x", tmp_path / f"{jail_etc.PREFIX}{os.getppid()}-y"
+    for copy in (orphan, alive):
+        (copy / "etc-1").mkdir(parents=True)
+        (copy / "etc-1" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+    monkeypatch.setattr(jail_etc.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(jail_etc, "_PRIVATE", [])
+    own = Path(jail_etc._private_dir())
+    assert not orphan.exists() and alive.is_dir() and own.parent == tmp_path
+    assert own.name.startswith(f"{jail_etc.PREFIX}{os.getpid()}-") and stat.S_IMODE(own.stat().st_mode) == 0o700
