@@ -154,9 +154,12 @@ class _Staged:
     """Every directory and file the copy was made from (and /etc itself), as they were."""
     followed: tuple[tuple[str, str], ...]
     """(a shown link followed out of the jail's trees, where it led)."""
+    made: tuple[tuple[str, _Key], ...]
+    """Every directory of the copy, as made: one whose entries a /tmp cleaner removed (or a forked child's
+    parent, exiting) is seen."""
 
     def fresh(self) -> bool:
-        return (os.fspath(ETC) == self.source and all(_key(path) == key for path, key in self.seen)
+        return (os.fspath(ETC) == self.source and all(_key(path) == key for path, key in (*self.seen, *self.made))
                 and all(os.path.realpath(link) == led for link, led in self.followed))
 
 
@@ -217,8 +220,9 @@ class _Stage:
         self.followed: list[tuple[str, str]] = []
 
     def result(self) -> _Staged:
+        made = [(root, _key(root)) for root, _, _ in os.walk(self.into)]
         return _Staged(EtcView(self.into, tuple(self.shown), tuple(self.left_out)), self.source, tuple(self.seen),
-                       tuple(self.followed))
+                       tuple(self.followed), tuple(made))
 
     def all(self) -> None:
         try:
