@@ -81,7 +81,8 @@ def planted_etc(tmp_path, monkeypatch) -> tuple[Path, str, Path]:
             copy(ETC / name, etc / name, **({"symlinks": True} if copy is shutil.copytree else {}))
     user = pwd.getpwuid(os.getuid())
     (etc / "passwd").write_text(f"{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}::{user.pw_dir}:/bin/sh\n"
-                                f"hashed:$6$salt${token}:4242:4242::/nonexistent:/bin/false\nlocked:!:4243:4243::/:/x\n")
+                                f"hashed:$6$salt${token}:4242:4242::/nonexistent:/bin/false\n"
+                                "locked:!:4243:4243::/:/x\n")
     with (etc / "group").open("a") as group:
         group.write(f"hashed:$1${token}:4242:\n")
     (outside / "resolv.conf").write_text("nameserver 192.0.2.53\n")
@@ -240,7 +241,7 @@ def test_the_copies_of_a_process_killed_before_its_exit_are_removed_by_the_next(
     for copy in (orphan, alive):
         (copy / "etc-1").mkdir(parents=True)
         (copy / "etc-1" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
-    monkeypatch.setattr(jail_etc.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(jail_etc, "SHM", str(tmp_path))
     monkeypatch.setattr(jail_etc, "_PRIVATE", [])
     own = Path(jail_etc._private_dir())
     assert not orphan.exists() and alive.is_dir() and own.parent == tmp_path

@@ -12,10 +12,11 @@ Inside what is shown, two rules hold at every depth: a file or directory others 
 directory also needs o+x) is not shown, since a jailed root is its owner's equal; and a name in `KEPT_OUT`
 (private keys, credentials) is not shown whatever its mode.
 
-The shown entries are staged: copied, under the rules, into a private directory of this process, which the
-jail binds read-only at /etc in one mount (a bind per entry cost bwrap ~0.2 ms each, ~8 ms an attempt). The
-copy is made again when anything it came from changed (each directory's and file's inode, size, mtimes and
-mode, checked before every attempt: ~0.3 ms); an older copy stays, since a running jail may show it.
+The shown entries are staged: copied, under the rules, into a private directory of this process (on /dev/shm
+when there is one), which the jail binds read-only at /etc in one mount (a bind per entry cost bwrap ~0.2 ms
+each, ~8 ms an attempt). The copy is made again when anything it came from changed (each directory's and
+file's inode, size, mtimes and mode, checked before every attempt: ~0.4 ms); an older copy stays, since a
+running jail may show it.
 A link is copied as the same link: in the jail it resolves among what the jail shows, so it shows nothing
 else (the /etc/alternatives links, /etc/localtime, /etc/ssl/certs' links into /usr/share). Only a shown
 entry that is itself a link leading out of the jail's trees (/etc/resolv.conf → /run/…), where it would
@@ -340,12 +341,17 @@ def _private_dir() -> str:
     """This process's own directory (0700) for the copies, removed when it exits; those of processes that died
     without removing theirs (kill -9) are removed first."""
     if not _PRIVATE:
-        _remove_orphans()
-        _PRIVATE.append(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        tmp = tempfile.gettempdir()
+        base = SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK | os.X_OK) else tmp
+        _remove_orphans(base)
+        _PRIVATE.append(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
         atexit.register(_remove_own, os.getpid(), _PRIVATE[0])
     return _PRIVATE[0]
 
 
+SHM = "/dev/shm"
+"""Where the copies go when it is there: a tmpfs. On a disk under load, the ~1,000 links and files of one copy
+took ~0.8 s to make in /tmp, ~50 ms here; and no /tmp cleaner ages them."""
 PREFIX = "hoh-etc-"
 
 
@@ -354,9 +360,8 @@ def _remove_own(pid: int, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _remove_orphans() -> None:
-    """This user's copies whose process no longer runs (a pid taken again by another process keeps its copy)."""
-    tmp = tempfile.gettempdir()
+def _remove_orphans(tmp: str) -> None:
+    """This user's copies in `tmp` whose process no longer runs (a pid taken again by another keeps its copy)."""
     try:
         names = [n for n in os.listdir(tmp) if n.startswith(PREFIX)]
     except OSError:
