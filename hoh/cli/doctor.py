@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..config import HarnessConfig, HohConfig
 from ..errors import HarnessUnavailable
-from ..harness import registry
+from ..harness import jail_etc, registry
 from ..harness.attempt import RoleRequest
 from ..harness.capabilities import NO_SANDBOX
 from ..harness.jail import SYSTEM_DIRS, identity, probe
@@ -28,7 +28,19 @@ def jail_report() -> dict[str, Any]:
     return {"mode_default": "bwrap", "works": problem is None,
             "status": "works: every role attempt runs in a bubblewrap jail" if problem is None else problem,
             "fix": None if problem is None else "install bubblewrap, or run with --set sandbox.mode=off "
-                                                 "(then only the harness's own layer and hoh's guard protect)"}
+                                                 "(then only the harness's own layer and hoh's guard protect)",
+            "etc": etc_report()}
+
+
+def etc_report() -> dict[str, Any]:
+    """What every jailed role sees of this machine's /etc, and what a rule kept out of it."""
+    view = jail_etc.view(SYSTEM_DIRS)
+    return {"shown": list(view.shown),
+            "kept_out": [{"path": path, "why": why} for path, why in view.left_out],
+            "never": f"everything not listed ({jail_etc.NEVER})",
+            "rules": "inside what is shown: what others cannot read (a jailed role is root), private keys and "
+                     "credentials by name",
+            "masked": "any password hash in passwd and group"}
 
 
 def _network(config: HohConfig, role: str) -> str:
@@ -58,7 +70,7 @@ def roles_report(config: HohConfig) -> dict[str, Any]:
                     else "the user's own (no jail)")
     limits = config.sandbox.limits
     how = mechanism()
-    system = [str(p) for p in SYSTEM_DIRS if p.exists()] + ["PATH directories", "hoh's Python"]
+    system = [str(p) for p in SYSTEM_DIRS if p.exists()] + ["/etc (its allowlist)", "PATH directories", "hoh's Python"]
     return {role: {
         "capabilities": capabilities,
         "filesystem": {**ROLE_VIEWS[role], "system_read_only": system + config.sandbox.read_only_paths,
@@ -125,6 +137,12 @@ INSTALL_WITH = "; install it with: "
 def render(console: Console, jail: dict[str, Any], reports: list[dict[str, Any]],
            roles: dict[str, Any] | None = None) -> None:
     console.print(f"OS jail: {jail['status']}" + (f" — {jail['fix']}" if jail["fix"] else ""), soft_wrap=True)
+    etc = jail["etc"]
+    kept = ", ".join(k["path"] for k in etc["kept_out"])
+    for label, text in (("/etc shown", ", ".join(etc["shown"])),
+                        ("kept out", f"{etc['never']}; {etc['rules']}" + (f" (here: {kept})" if kept else "")
+                         + f"; masked: {etc['masked']}")):
+        console.print(f"  {label:<12} {text}", soft_wrap=True, highlight=False, markup=False)
     if roles:
         for role, facts in roles.items():
             fs = facts["filesystem"]

@@ -4,11 +4,13 @@ A jailed role cannot undo its jail, as root too:
 - **no capabilities** (`--cap-drop ALL`, and bwrap sets no-new-privileges), so it cannot remount,
   unmount or mount anything, load modules or change the machine;
 - **a root filesystem built from an allowlist**, never the whole machine: the system's programs
-  (`/usr`, `/etc`, the PATH directories, hoh's Python, the CLI and the node_modules it runs from),
-  read-only; exactly what the role may write, read-write; its frozen inputs of `state/`, read-only;
-  nothing else — no host sockets (Docker's included), no other programs' mounts, no other role's
-  home, no journal. The jail's own root, `/dev` and the kernel knobs (`/sys`, `/proc/sys`, …) are
-  read-only; its private `/tmp` and `/dev/shm` are tmpfs of a bounded size;
+  (`/usr`, the PATH directories, hoh's Python, the CLI and the node_modules it runs from), read-only;
+  of `/etc` only what `jail_etc.py` lists (name resolution, users and groups without password hashes, CA
+  bundles, …; never a shadow file, a package manager's credentials or what only root may read); exactly
+  what the role may write, read-write; its frozen inputs of `state/`, read-only; nothing else — no host
+  sockets (Docker's included), no other programs' mounts, no other role's home, no journal. The jail's
+  own root, `/dev` and the kernel knobs (`/sys`, `/proc/sys`, …) are read-only; its private `/tmp` and
+  `/dev/shm` are tmpfs of a bounded size;
 - **its own PID, IPC, UTS and network namespaces**: it cannot see or signal hoh, everything it
   starts dies with the attempt (`--die-with-parent`), and its only way out of the network
   namespace is hoh's egress (`egress.py`): a unix socket bound in at `INSIDE_SOCKET` and a
@@ -33,11 +35,13 @@ from types import MappingProxyType
 from typing import Mapping
 
 from ..errors import UsageError
+from . import jail_etc
 from .process import call
 
-SYSTEM_DIRS = (Path("/usr"), Path("/etc"), Path("/opt"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"),
-               Path("/lib64"), Path("/libx32"))
-"""The machine's programs and their configuration (on a merged-/usr system the /bin-like ones are links)."""
+SYSTEM_DIRS = (Path("/usr"), Path("/opt"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"), Path("/lib64"),
+               Path("/libx32"))
+"""The machine's programs, shown whole (on a merged-/usr system the /bin-like ones are links); of their
+configuration in /etc, only `jail_etc.view`'s allowlist."""
 KERNEL_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 """Writable by a global uid 0 in a fresh /proc even without capabilities: bound read-only over it."""
 SHM_BYTES = 64 * 2**20
@@ -134,7 +138,7 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None =
     whose install must be visible (argv may start with the egress forwarder). What runs inside gets the
     environment `JailEnvironment` put on `env_fd` and nothing else (without one: PATH alone); run bwrap itself
     with `BWRAP_ENV`. Pure but for reading which of the system's directories exist and where PATH's entries
-    lead."""
+    lead, and for /etc's copy (`jail_etc.view`), made again only when what it came from changed."""
     args = [bwrap_path(), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--unshare-pid",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if env_fd is None:
@@ -149,6 +153,8 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None =
     args += ["--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--proc", "/proc", *[a for knob in KERNEL_KNOBS if os.path.exists(knob) for a in ("--ro-bind", knob, knob)],
              "--ro-bind", "/sys", "/sys", "--size", str(spec.tmp_bytes), "--tmpfs", "/tmp"]
+    # /etc: one read-only bind of its allowlist's copy, before the spec's binds (one inside /etc goes on top).
+    args += jail_etc.view(SYSTEM_DIRS, _under_etc(spec, cwd)).argv()
     args += _mounts(spec, program or argv[0], cwd)
     if spec.egress_socket is not None:
         from .egress import INSIDE_SOCKET
@@ -159,6 +165,15 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None =
 
 MOVED = "moved"
 """A read-only bind of another directory at the path (`JailSpec.shown_as`)."""
+
+
+def _under_etc(spec: JailSpec, cwd: Path) -> tuple[tuple[str, bool], ...]:
+    """The spec's paths inside /etc (a user's `sandbox.read_only_paths`), each with whether it is a directory:
+    their mount points, which /etc's copy must hold."""
+    hidden = {os.path.abspath(p) for p in spec.hidden}
+    paths = {os.path.abspath(p) for p in (*spec.writable, *spec.read_only, *(where for _, where in spec.shown_as), cwd)}
+    return tuple((p, p in hidden or os.path.isdir(p)) for p in sorted(paths | hidden)
+                 if p.startswith(jail_etc.INSIDE + "/"))
 
 
 def _mounts(spec: JailSpec, program: str, cwd: Path) -> list[str]:

@@ -43,7 +43,7 @@ ROLE_VIEWS = {
                      "and candidate.json"]},
 }
 """What `_jail` shows each role of the workspace, in words (`hoh doctor`); besides it every role reads the
-machine's programs (`jail.SYSTEM_DIRS`, PATH, hoh's Python) and nothing else."""
+machine's programs (`jail.SYSTEM_DIRS`, PATH, hoh's Python), /etc's allowlist (`jail_etc.py`) and nothing else."""
 
 
 def _not_an_attempt_log(rel: str) -> bool:
