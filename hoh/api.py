@@ -29,7 +29,10 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
     prepare_adapters(config)  # every role's CLI, and a cost budget's prices, before anything is created
     if not config.environment.local:
         from .envs.harbor_env import preflight
-        preflight(config.environment)  # the environment's class and its engine, before anything is created
+        from .harness.keys import withheld
+        from .runtime.hooks import key_names
+        with withheld(key_names(config)):  # Harbor's checks start its engine's clients with hoh's environment
+            preflight(config.environment)  # the environment's class and its engine, before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force,
                           project=Path(project) if project is not None else None)
     # The workspace's config is the frozen one (the scripted agent's script is its copy in the

@@ -189,7 +189,8 @@ exec {docker} "$@"
 def test_an_attempts_variables_reach_its_process_in_the_container_and_never_the_docker_client(harbor, tmp_path):
     """A check's env (and every variable of a role's attempt) travels in the copy and is set for the process in
     the container alone: no docker client Harbor starts on this machine has it in its environment or on its
-    command line, which every user of the machine can read."""
+    command line, which every user of the machine can read. Nor the model's key: Harbor starts its clients with a
+    copy of hoh's environment, which holds no key while a run goes on (`keys.withheld`)."""
     value = "zq7-env-sentinel"
     script = mini_script(1)
     script["loops"][1]["qa"]["checks"] = [{"id": "T1.A1", "run": f"python3 greet.py {value}",
@@ -204,7 +205,8 @@ def test_an_attempts_variables_reach_its_process_in_the_container_and_never_the_
     (shim / "docker").chmod(0o755)
     env = harbor.env()
     built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV,
-                       env={"PATH": f"{shim}:{env['PATH']}"})
+                       "--set", "harness.api_key_env=HOH_TEST_KEY",
+                       env={"PATH": f"{shim}:{env['PATH']}", "HOH_TEST_KEY": SECRET})
     assert built.returncode == 0, built.stderr
     [admitted] = json.loads((ws / "state/loops/0001/checks.json").read_text())["checks"]
     assert admitted["admitted"], admitted  # WHO reached the check's command in the container
@@ -212,6 +214,7 @@ def test_an_attempts_variables_reach_its_process_in_the_container_and_never_the_
     argvs = [c.read_text(errors="replace").splitlines() for c in calls if c.suffix == ".argv"]
     assert any("exec" in argv for argv in argvs), "no docker exec was seen"
     assert [c.name for c in calls if value in c.read_text(errors="replace")] == []
+    assert [c.name for c in calls if SECRET in c.read_text(errors="replace")] == []
     # Neither does hoh set a variable per exec: each attempt's are in its copied-in file.
     assert not any("-e" in argv or "--env" in argv for argv in argvs)
 

@@ -10,6 +10,7 @@ test_as_user.py, as a user.
 from __future__ import annotations
 
 import json
+import functools
 import os
 import shutil
 import subprocess
@@ -264,12 +265,14 @@ def test_the_programs_hoh_runs_on_this_machine_get_only_what_they_need_of_its_en
     from hoh.bench.jobs import _docker
     from hoh.envs.node import npm_install
     from hoh.harness.capabilities import installed_version
+    from hoh.harness import registries
     from hoh.harness.registries import npm_hosts
 
     bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
     bin_dir.mkdir()
     seen.mkdir()
-    for name, prints in (("fakecli", "fakecli 1.2.3"), ("npm", "https://registry.example.test/"), ("docker", "")):
+    for name, prints in (("fakecli", "fakecli 1.2.3"), ("npm", "registry=https://registry.example.test/"),
+                         ("docker", "")):
         (bin_dir / name).write_text(f'#!/bin/sh\nenv > {seen}/{name}.$$\necho "{prints}"\n')
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
@@ -278,6 +281,8 @@ def test_the_programs_hoh_runs_on_this_machine_get_only_what_they_need_of_its_en
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
 
     assert installed_version("fakecli") == "1.2.3"
+    # npm's settings are read once a process: this test's npm (the fake) gets a cache of its own.
+    monkeypatch.setattr(registries, "_npm_config", functools.cache(registries._npm_config.__wrapped__))
     assert npm_hosts() == {"registry.example.test"}
     npm_install("nothing@1", cache=tmp_path / "cache")  # the fake npm installs nothing, and exits 0
     _docker("ps")

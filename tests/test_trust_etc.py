@@ -246,3 +246,42 @@ def test_the_copies_of_a_process_killed_before_its_exit_are_removed_by_the_next(
     own = Path(jail_etc._private_dir())
     assert not orphan.exists() and alive.is_dir() and own.parent == tmp_path
     assert own.name.startswith(f"{jail_etc.PREFIX}{os.getpid()}-") and stat.S_IMODE(own.stat().st_mode) == 0o700
+
+
+def test_what_pip_conf_and_npmrc_configure_reaches_the_jail_without_their_credentials(tmp_path, monkeypatch):
+    """The jail shows neither pip.conf nor npmrc, so a jailed pip or npm would lose this machine's mirror and
+    its CA file (a TLS-inspecting network): they come as the clients' variables instead, each URL without its
+    user and password, a CA file only where the jail shows it."""
+    from hoh.harness import registries
+    from hoh.harness.attempt import RoleRequest
+    from hoh.harness.executor import LOCAL, Launch
+
+    token = f"hoh-index-secret-{secrets.token_hex(6)}"
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nindex-url = https://ci:{token}@mirror.test/simple\n"
+                    f"extra-index-url = https://{token}@extra.test/simple http://plain.test/s\n"
+                    f"cert = /etc/{CA_BUNDLE}\ntrusted-host = mirror.test\n"
+                    f"[install]\ntrusted-host = mirror.test  extra.test\n")
+    monkeypatch.setattr(registries, "PIP_FILES", (conf,))
+    for var in registries.PIP_SETTINGS.values():
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(registries, "_npm_config",
+                        lambda: {"registry": f"https://u:{token}@npm.test:8443/", "cafile": str(tmp_path / "ca.pem")})
+    work = tmp_path / "work"
+    work.mkdir()
+    jail = JailSpec(network=Network.none, writable=(work,))
+    request = RoleRequest(role="developer", loop=1, attempt=1, prompt="", workdir=work, access="read-write",
+                          jail=jail, wall_timeout=60, idle_timeout=60)
+    attempt = tmp_path / "attempt"
+    attempt.mkdir()
+    done = LOCAL.execute(Launch(["env"], work, {"PATH": os.environ["PATH"]}, None, jail), request, attempt, None)
+    assert done.setup_error is None and done.process.exit_code == 0, done
+    seen = dict(line.split("=", 1) for line in (attempt / "events.jsonl").read_text().splitlines() if "=" in line)
+    assert seen["PIP_INDEX_URL"] == "https://mirror.test/simple"
+    assert seen["PIP_EXTRA_INDEX_URL"] == "https://extra.test/simple http://plain.test/s"
+    assert seen["PIP_TRUSTED_HOST"] == "mirror.test extra.test"  # [install] over [global], as pip reads them
+    assert seen["npm_config_registry"] == "https://npm.test:8443/"
+    if (ETC / CA_BUNDLE).exists():
+        assert seen["PIP_CERT"] == f"/etc/{CA_BUNDLE}"
+    assert "npm_config_cafile" not in seen and "NODE_EXTRA_CA_CERTS" not in seen  # a file the jail does not show
+    assert token not in (attempt / "events.jsonl").read_text() and token not in (attempt / "command.json").read_text()

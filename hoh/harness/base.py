@@ -22,6 +22,7 @@ from .attempt import (QUOTA_PATTERN, ErrorPattern, FrozenInput, HarnessResult, O
                       compile_patterns, json_events, outcome_of_message)
 from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_version
 from .entries import EntryKind, TranscriptEntry, entries_of_stream, generic_entries
+from . import keys
 from .executor import LOCAL, Executor, Launch
 from .network import TOKEN_VARIABLE, proxy_env
 from .process import ProcessResult
@@ -115,7 +116,7 @@ class HarnessAdapter(ABC):
 
     def api_key(self) -> str | None:
         """The real key named by `api_key_env`; only hoh's egress proxy ever sends it."""
-        return os.environ.get(self.config.api_key_env or "") or None
+        return keys.value(self.config.api_key_env)
 
     def key_variable(self, request: RoleRequest) -> str | None:
         """The variable the CLI reads its key from: `api_key_env`; for a key-less endpoint behind hoh's proxy,
@@ -138,8 +139,8 @@ class HarnessAdapter(ABC):
         elif not self.config.api_key_env:
             if self.config.base_url:
                 env[name] = PLACEHOLDER_KEY
-        elif self.config.api_key_env in os.environ:
-            env[name] = os.environ[self.config.api_key_env]
+        elif (key := keys.value(self.config.api_key_env)) is not None:
+            env[name] = key
 
     def logins(self, request: RoleRequest) -> list[tuple[Path, Path]]:
         """(the user's login file, its copy in the role's home) for a CLI that uses its own login."""

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..fsutil import atomic_write_json
 from .attempt import HOH_PACKAGE
-from .jail import BWRAP_ENV, JAIL_SETUP_RETRIES, JailEnvironment, JailSpec, bwrap_argv, setup_failed
+from .jail import BWRAP_ENV, JAIL_SETUP_RETRIES, JailEnvironment, JailSpec, bwrap_argv, setup_failed, shows
 from .limits import AttemptLimits
 from .network import attempt_egress, shim_argv
 from .process import ProcessResult, run_process
+from .registries import client_settings
 
 if TYPE_CHECKING:
     from .attempt import RoleRequest
@@ -92,7 +93,8 @@ class LocalExecutor(Executor):
         jail = dataclasses.replace(launch.jail, read_only=(*launch.jail.read_only, HOH_PACKAGE))
         argv = shim_argv(launch.argv) if jail.egress_socket else launch.argv
         # The launch's environment is the jail's alone: bwrap gets none of it (`JailEnvironment`).
-        with JailEnvironment(launch.env) as inside:
+        # The jail shows neither pip.conf nor npmrc (credentials); what they configure, credentials left out.
+        with JailEnvironment({**client_settings(shows), **launch.env}) as inside:
             wrapped = bwrap_argv(jail, argv, launch.cwd, program=launch.argv[0], env_fd=inside.fd)
             return self._run(launch, wrapped, BWRAP_ENV, inside, request, attempt_dir, on_spawn)
 

@@ -167,6 +167,16 @@ MOVED = "moved"
 """A read-only bind of another directory at the path (`JailSpec.shown_as`)."""
 
 
+def shows(path: Path) -> bool:
+    """Whether every jail shows this machine's file at its own path: under the system's trees, or in /etc's
+    allowlist (a CA file that pip.conf names, `registries.client_settings`)."""
+    if not path.is_absolute() or not path.exists():
+        return False
+    if path.is_relative_to(jail_etc.ETC):
+        return os.path.exists(os.path.join(jail_etc.view(SYSTEM_DIRS).staged, path.relative_to(jail_etc.ETC)))
+    return any(path.is_relative_to(d) for d in SYSTEM_DIRS if d != jail_etc.ETC)
+
+
 def _under_etc(spec: JailSpec, cwd: Path) -> tuple[tuple[str, bool], ...]:
     """The spec's paths inside /etc (a user's `sandbox.read_only_paths`), each with whether it is a directory:
     their mount points, which /etc's copy must hold."""

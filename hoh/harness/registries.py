@@ -14,7 +14,8 @@ import shutil
 from configparser import ConfigParser, Error as ConfigError
 from functools import cache
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from .process import call, inherited
 
@@ -65,22 +66,83 @@ NPM_SETTINGS = ("PATH", "HOME", "USER", "LANG", "TMPDIR", "NODE_EXTRA_CA_CERTS",
                 "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
+NPM_KEYS = ("registry", "cafile")
+
+
 def npm_env() -> dict[str, str]:
     """What this machine's npm reads of the user's environment (its config, registry, proxy and certificates),
     and nothing else: no key of hoh's reaches npm or a package's install script."""
     return inherited(*NPM_SETTINGS, prefixes=("npm_config_", "NPM_CONFIG_"))
 
 
+PIP_SETTINGS = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL",
+                "trusted-host": "PIP_TRUSTED_HOST", "cert": "PIP_CERT"}
+"""pip's settings a jailed role gets from this machine's pip.conf, which its jail does not show (`jail_etc`)."""
+PIP_SECTIONS = ("global", "install")
+"""pip reads [global], then the command's own section over it."""
+
+
+def _without_credentials(url: str) -> str | None:
+    """The URL without the user and password in it (index credentials stay outside the jail); None for one that
+    is not a plain http(s) URL."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def client_settings(shown: Callable[[Path], bool]) -> dict[str, str]:
+    """What this machine's pip and npm are configured with, as the variables they read, for a jail that shows
+    neither pip.conf nor npmrc (`jail_etc`: those files can hold credentials): the indexes and the registry
+    without their user and password, pip's trusted hosts, and the CA files a TLS-inspecting network needs,
+    where `shown(path)` says the jail shows them. The user's own PIP_* settings win, as they would for pip."""
+    pip: dict[str, str] = {}
+    for path in PIP_FILES:  # later files win, as in pip
+        parser = ConfigParser(interpolation=None)
+        try:
+            parser.read(path.expanduser())
+        except ConfigError:
+            continue
+        for section in (s for s in PIP_SECTIONS if parser.has_section(s)):
+            pip.update({key: value for key in PIP_SETTINGS if (value := parser.get(section, key, fallback=None))})
+    pip.update({key: value for key, var in PIP_SETTINGS.items() if (value := os.environ.get(var))})
+    settings: dict[str, str] = {}
+    for key, value in pip.items():
+        if key == "cert":
+            if shown(Path(value.strip())):
+                settings[PIP_SETTINGS[key]] = value.strip()
+        elif key == "trusted-host":
+            settings[PIP_SETTINGS[key]] = " ".join(value.split())
+        elif urls := [u for u in map(_without_credentials, value.split()) if u]:
+            settings[PIP_SETTINGS[key]] = " ".join(urls)
+    npm = _npm_config()
+    if registry := _without_credentials(npm.get("registry", "")):
+        settings["npm_config_registry"] = registry
+    if (cafile := npm.get("cafile", "")) and shown(Path(cafile)):
+        settings["npm_config_cafile"] = settings["NODE_EXTRA_CA_CERTS"] = cafile
+    return settings
+
+
 def npm_hosts() -> set[str]:
+    host = _host(_npm_config().get("registry", ""))
+    return {host} if host else set()
+
+
+@cache
+def _npm_config() -> dict[str, str]:
+    """npm's registry and CA file as this machine's npm reads them ({} without npm)."""
     if (npm := shutil.which("npm")) is None:
-        return set()
+        return {}
     try:
         # From /, not hoh's cwd: a project's own .npmrc (a role can write one) must not choose the registry.
-        result = call([npm, "config", "get", "registry"], cwd=Path("/"), env=npm_env(), timeout=30)
+        result = call([npm, "config", "get", *NPM_KEYS], cwd=Path("/"), env=npm_env(), timeout=30)
     except OSError:
-        return set()
-    host = _host(result.stdout.decode(errors="replace")) if result.ok else None
-    return {host} if host else set()
+        return {}
+    lines = result.stdout.decode(errors="replace").splitlines() if result.ok else []
+    found = dict(line.split("=", 1) for line in lines if "=" in line)  # `key=value`, one line a key
+    return {key: value.strip() for key, value in found.items() if key in NPM_KEYS and value.strip() not in ("", "null")}
 
 
 def apt_hosts() -> set[str]:

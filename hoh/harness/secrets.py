@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from . import keys
+
 MIN_SECRET_CHARS = 12
 """Shorter strings of a login file are ids and flags, not credentials; masking them would mangle text."""
 MAX_SCRUB_BYTES = 256 * 2**20
@@ -44,7 +46,7 @@ def redact_files(paths: list[Path], secrets: list[str]) -> None:
 def known_secrets(api_key_env: str | None, login_files: Iterable[Path]) -> list[str]:
     """Values that must never reach a file: the API key named by `api_key_env`, and the tokens of the
     user's login files a CLI is given."""
-    value = os.environ.get(api_key_env or "", "")
+    value = keys.value(api_key_env) or ""
     found = [value] if len(value) >= 4 else []
     for source in login_files:
         found += login_secrets(source)

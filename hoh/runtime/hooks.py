@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from ..config import HohConfig, HookCommand, HooksConfig, role_harness
 from ..fsutil import note_written
+from ..harness.keys import value as held_key
 from ..harness.process import run_process
 from ..paths import ROLES, WorkspacePaths
 from ..records import LoopSummary
@@ -50,7 +51,7 @@ def hook_env(keys: Iterable[str]) -> dict[str, str]:
     """The user's environment without the model's keys: no variable `keys` names, nor any other that holds one
     of their values (the same key exported under a second name)."""
     keys = set(keys)
-    secrets = {os.environ[k] for k in keys if os.environ.get(k)}
+    secrets = {value for k in keys if (value := held_key(k))}
     return {k: v for k, v in os.environ.items() if k not in keys and v not in secrets}
 
 

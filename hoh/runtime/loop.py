@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
@@ -22,6 +22,7 @@ from ..evidence.shortfall import shortfall
 from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, note_written, sha256_file
 from ..harness.base import HarnessAdapter
 from ..harness.jail import require_jail
+from ..harness.keys import withheld
 from ..harness.executor import LOCAL
 from ..harness.limits import sweep as sweep_cgroups
 from ..harness.process import reap
@@ -38,7 +39,7 @@ from ..store.notes import Notes
 from ..store.seal import SealedState
 from ..store.workspace import Workspace
 from .control import RunControl
-from .hooks import loop_summary
+from .hooks import key_names, loop_summary
 from .jobs import JobFactory
 from .planmd import plan_markdown
 from .packages import Merged, ParallelDevelopers
@@ -130,9 +131,10 @@ class Runtime:
              adapters: Mapping[str, HarnessAdapter] | None = None,
              overrides: list[str] | None = None) -> Iterator["Runtime"]:
         """Take the workspace lock, apply `--set` overrides to its hoh.yaml (validated before it is written),
-        check each role's harness (unless the caller passes adapters it has checked already) and clean up
-        after a crash (orphaned agents, git locks)."""
-        with WorkspaceLock(workspace.paths.lock):
+        check each role's harness (unless the caller passes adapters it has checked already), clean up
+        after a crash (orphaned agents, git locks), and hold the model keys out of this process's environment
+        while it is open (`keys.withheld`: no process a library starts for hoh inherits one)."""
+        with WorkspaceLock(workspace.paths.lock), ExitStack() as stack:
             opened_at = time.time()
             if overrides:
                 workspace, adapters = reconfigure(workspace, overrides)
@@ -140,6 +142,7 @@ class Runtime:
                 adapters = prepare_adapters(workspace.config)
             if workspace.config.jailed_here:
                 require_jail()
+            stack.enter_context(withheld(key_names(workspace.config)))  # for the egress proxy alone
             journal = Journal(workspace.paths.journal)
             history = RunHistory.read(journal)
             for pid, ticks in history.live_processes:
