@@ -428,3 +428,48 @@ def _status(port: int, token: str) -> int:
     response = conn.getresponse()
     response.read()
     return response.status
+
+
+ASK_MODEL = '''
+import json, os, urllib.request
+env = {k: v for k, v in os.environ.items()}
+url, token = env.get("HOH_MODEL_URL"), env.get("%s", "")
+status = None
+if url and "127.0.0.1" in url:
+    request = urllib.request.Request(url + "/plain", data=b"{}", headers={"Authorization": "Bearer " + token})
+    try:
+        status = urllib.request.urlopen(request, timeout=30).status
+    except Exception as err:
+        status = repr(err)
+json.dump({"env": env, "status": status}, open("seen.json", "w"))
+''' % KEY_VAR
+
+
+@pytest.mark.parametrize("network", ["shared", "none"])
+def test_a_role_on_the_machine_s_network_or_on_none_holds_no_key(network, upstream, tmp_path, monkeypatch):
+    """`sandbox.network: shared` (the machine's network): the model route goes through a proxy on hoh's
+    loopback that takes the attempt's token and adds the key; `none` (no way out): no key enters at all."""
+    monkeypatch.setenv(KEY_VAR, KEY)
+    script = mini_script(1)
+    developer = script["loops"][1]["developer"]
+    developer["actions"] = [{"write": {"path": "ask.py", "content": ASK_MODEL}}, {"run": "python3 ask.py"},
+                            *developer["actions"]]
+    (tmp_path / "spec.md").write_text("# Greeter\n\nPrint a greeting.\n")
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False, width=10**9))
+    ws = tmp_path / "ws"
+    sets = {"sandbox.network": network, "harness.base_url": f"http://127.0.0.1:{upstream.server_port}/v1",
+            "harness.api_key_env": KEY_VAR}
+    built = subprocess.run([sys.executable, "-m", "hoh", "build", str(tmp_path / "spec.md"), "--harness", "scripted",
+                            "--loops", "1", "-w", str(ws), "-q", *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")]],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    seen = json.loads((ws / "project" / "seen.json").read_text())
+    assert not leaks(json.dumps(seen).encode())
+    if network == "shared":
+        assert TOKEN_RE.fullmatch(seen["env"][KEY_VAR]), seen["env"][KEY_VAR]
+        assert f":{upstream.server_port}/" not in seen["env"]["HOH_MODEL_URL"]  # hoh's proxy, not the endpoint
+        assert seen["status"] == 200
+        assert upstream.seen[-1].get("authorization") == f"Bearer {KEY}"  # the proxy added the key
+    else:
+        assert not TOKEN_RE.search(json.dumps(seen["env"])) and seen["env"].get(KEY_VAR, "") != KEY
+        assert upstream.seen == []

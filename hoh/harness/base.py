@@ -24,6 +24,7 @@ from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_versio
 from .entries import EntryKind, TranscriptEntry, entries_of_stream, generic_entries
 from . import keys
 from .executor import LOCAL, Executor, Launch
+from .jail import Network
 from .network import TOKEN_VARIABLE, proxy_env
 from .process import ProcessResult
 from .secrets import copy_credentials, known_secrets, redact, redact_files, scrub_attempt, unlink_links
@@ -136,6 +137,8 @@ class HarnessAdapter(ABC):
             return
         if request.egress_token:
             env[name] = request.egress_token
+        elif request.jail is not None and request.jail.network is Network.none:
+            env[name] = PLACEHOLDER_KEY  # a jail with no way out has no use for a key: none enters it
         elif not self.config.api_key_env:
             if self.config.base_url:
                 env[name] = PLACEHOLDER_KEY

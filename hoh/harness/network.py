@@ -4,9 +4,11 @@ attempt, and the endpoint, token and proxy variables the CLI is given instead.
 - Jailed with `sandbox.network: egress`: the proxy listens on a unix socket that the jail binds in at
   `INSIDE_SOCKET`; the CLI talks to `http://127.0.0.1:INSIDE_PORT/…` on the jail's own loopback (the
   forwarder of `egress_shim.py`), other hosts only through the proxy's allowlist (HTTPS_PROXY).
-- Unjailed (`sandbox.mode: off`) with an endpoint: the proxy listens on hoh's own loopback, so the
-  key still never enters the CLI's environment, its files or its transcripts.
-- Otherwise (no endpoint and no jail, or `sandbox.network: none|shared`): nothing to start.
+- Unjailed (`sandbox.mode: off`), or jailed on the machine's network (`sandbox.network: shared`), with an
+  endpoint: the proxy listens on hoh's own loopback, so the key still never enters the CLI's environment, its
+  files or its transcripts.
+- Otherwise (no endpoint, or `sandbox.network: none`, where nothing could be reached): nothing to start, and
+  the CLI gets no key (`HarnessAdapter.forward_api_key`).
 
 The proxy serves only requests that carry the attempt's token (`RoleRequest.egress_token`, in the CLI's key
 variable and in the proxy URL's userinfo), and stops when the attempt ends: a token captured in one attempt
@@ -65,10 +67,12 @@ def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_di
     """The request as the CLI must see it while hoh's proxy for this attempt runs."""
     jail, upstream = request.jail, adapter.upstream()
     jailed = jail is not None and jail.network is Network.egress
-    if not jailed and (jail is not None or not upstream):
+    # Unjailed, or jailed on the machine's own network: the model route through a proxy on hoh's loopback.
+    on_loopback = bool(upstream) and (jail is None or jail.network is Network.shared)
+    if not jailed and not on_loopback:
         yield request
         return
-    hosts = (*jail.allow_hosts, *([] if upstream else adapter.capabilities.login_hosts)) if jail else ()
+    hosts = (*jail.allow_hosts, *([] if upstream else adapter.capabilities.login_hosts)) if jailed else ()
     policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), allow_hosts=tuple(hosts))
     log = attempt_dir / "egress.jsonl"
     if not jailed:
