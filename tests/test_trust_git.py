@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import mini_script
 
-from hoh.store.git import History, ProjectMirror
+from hoh.store.git import ATTRIBUTES, History, ProjectMirror
 from hoh.store.gitrun import GitError, git_env, run_git
 
 GUARD_ONLY = {"sandbox.mode": "off"}
@@ -221,10 +221,11 @@ def test_everything_a_role_could_plant_in_history_git_is_guarded(make_project):
     p = make_project(_developer_first(mini_script(1), 1, [{"run": plant}]))
     assert p.build(sets=GUARD_ONLY).status == "finished"
     violations = p.attempt_result(1, "developer", 1)["violations"]
-    assert violations == [{"area": "history", "changes": ["created commondir", "created info/attributes",
+    assert violations == [{"area": "history", "changes": ["modified info/attributes", "created commondir",
                                                            "created objects/info/alternates"]}]
-    for rel in ("commondir", "info/attributes", "objects/info/alternates"):
+    for rel in ("commondir", "objects/info/alternates"):
         assert not (p.ws / "history.git" / rel).exists()
+    assert (p.ws / "history.git" / "info" / "attributes").read_text() == ATTRIBUTES  # hoh's own, restored
     assert p.attempt_result(1, "qa", 1)["violations"] == []  # hoh's own files in history.git are not a role's
 
 

@@ -20,6 +20,8 @@ from conftest import mini_loop, run_hoh
 
 from hoh import api
 from hoh.store.embedded import remove_tree
+from hoh.store.gitrun import GitError
+from hoh.store.merging import PackageGit
 from hoh.store.staging import refused_name
 
 REPLY = {"self_tests": [], "known_gaps": []}
@@ -42,6 +44,12 @@ def tree(ws: Path, rev: str) -> dict[str, tuple[str, str]]:
 
 def show(ws: Path, rev: str, path: str) -> str:
     return _git("--git-dir", str(ws / "history.git"), "cat-file", "-p", f"{rev}:{path}")
+
+
+def blob(ws: Path, rev: str, path: str) -> bytes:
+    """A file of `rev` in history.git, its bytes as stored."""
+    return subprocess.run(["git", "--git-dir", str(ws / "history.git"), "cat-file", "blob", f"{rev}:{path}"],
+                          capture_output=True, check=True).stdout
 
 
 def journal(ws: Path) -> list[dict[str, Any]]:
@@ -158,6 +166,11 @@ def plants(outside: Path) -> str:
         "mkdir mods && printf '[submodule \"x\"]\\n\\tpath = x\\n\\turl = ext::false\\n' > mods/.gitmodules",
         "printf '* filter=evil merge=evil diff=evil\\n' > .gitattributes && echo g > guarded.txt",
         "printf 'hidden.txt\\n' > .gitignore && echo h > hidden.txt",
+        # attributes that would change the bytes (an end-of-line conversion, $Id$) or fail every add (an encoding
+        # no iconv knows): history.git's own attributes outrank them
+        "mkdir attrs && printf '*.enc working-tree-encoding=NO-SUCH-CODE\\n*.crlf text eol=crlf\\n*.id ident\\n' "
+        "> attrs/.gitattributes && printf 'a\\r\\nb\\n' > attrs/x.crlf && printf 'e\\n' > attrs/x.enc && "
+        "printf '$Id$\\n' > attrs/x.id",
         # what is not a file, links out of the tree, a file and a directory nobody may read, odd names
         "mkfifo fifo && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")'",
         "ln -s /etc/passwd passwd-link && ln -s / root-link",
@@ -205,6 +218,8 @@ def test_a_package_leaves_what_a_lone_developer_leaves(tmp_path, outside):
     assert p1["left_out"] == [".GIT", ".git ", ".git.", ".gitmodules", "git~1", "held/.GIT", "s/.Git"]
     assert (outside / ".git" / "HEAD").is_file() and _git("log", "--format=%s", cwd=outside) == "outside\n"
     assert show(two, "loop-0001", "shut/s.txt") == "s\n"  # opened, as root opens it
+    assert {name: blob(two, "loop-0001", f"attrs/{name}") for name in ("x.crlf", "x.enc", "x.id")} == {
+        "x.crlf": b"a\r\nb\n", "x.enc": b"e\n", "x.id": b"$Id$\n"}  # byte for byte
 
 
 def _config(developers: int = 1, **sets: Any):
@@ -241,10 +256,20 @@ def test_no_driver_a_package_names_runs_in_its_commit_or_the_merge(tmp_path):
 
 
 # ---- what git cannot do is the package's failure, never the run's ----------------------------------------------
-def test_a_tree_git_cannot_commit_drops_its_package_with_gits_reason_and_resume_goes_on(tmp_path):
-    # An encoding no iconv knows: git refuses to add any file the attribute names.
-    bad = "printf '* working-tree-encoding=NO-SUCH-CODE\\n' > .gitattributes"
-    loop = two_packages([{"run": bad}], [], [])
+def test_a_tree_git_cannot_commit_drops_its_package_with_gits_reason_and_resume_goes_on(tmp_path, monkeypatch):
+    # What git refused of a role's tree is settled (`staging.py`), and history.git's attributes outrank a role's
+    # (an encoding no iconv knows once failed every add): should git still refuse one (a full disk, a bug), that is
+    # the package's end, with git's words, never the run's.
+    real = PackageGit.commit_copy
+
+    def refusing(self, dest, index, parent, message, loop):
+        if message.endswith("package P1"):
+            raise GitError(f"git --git-dir {dest} add -A failed", code=128,
+                           stderr="fatal: NO-SUCH-CODE: cannot convert\n")
+        return real(self, dest, index, parent, message, loop)
+
+    monkeypatch.setattr(PackageGit, "commit_copy", refusing)
+    loop = two_packages([], [], [])
     spec, ws = write_project(tmp_path, {"schema_version": 1, "loops": {1: loop, 2: mini_loop(2)}})
     assert api.build(spec, ws, _config(developers=2)).status == "finished"
     merge = loop_file(ws, 1, "merge.json")

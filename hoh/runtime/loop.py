@@ -150,6 +150,7 @@ class Runtime:
                     journal.append(ev.OrphanReaped(pid=pid))
             workspace.history.clear_stale_locks()
             workspace.history.move_outside_patterns()
+            workspace.history.hold_attributes()
             clear_temp_files(workspace)
             pack_history(workspace)
             sweep_cgroups()

@@ -33,6 +33,11 @@ IGNORED_NAMED = "The following paths are ignored by one of your .gitignore files
 """How `git add` begins when it added everything else and left out paths it was given that are ignored."""
 
 
+ATTRIBUTES = "* -text -eol -working-tree-encoding -ident -filter\n"
+"""history.git's info/attributes, which outranks every .gitattributes of a tree: what a role left is committed byte
+for byte, and a checkout gives the bytes back (no end-of-line conversion, no re-encoding, no $Id$, no filter). A
+role's `* working-tree-encoding=NO-SUCH-CODE` made every add fail, and every resume with it."""
+
 class History:
     """hoh's view: history.git with the project dir as its work tree."""
 
@@ -79,6 +84,14 @@ class History:
                              for p in lines if p.startswith("/")]
         return self._outside
 
+    def hold_attributes(self) -> None:
+        """history.git's info/attributes as `ATTRIBUTES` (at its making, and at a session's start for a workspace
+        made before)."""
+        path = self.git_dir / "info" / "attributes"
+        if not path.is_file() or path.read_text(errors="replace") != ATTRIBUTES:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(ATTRIBUTES)
+
     def move_outside_patterns(self) -> None:
         """A workspace made before `hoh-outside` kept its patterns in info/exclude: move them (at open, before
         any role runs)."""
@@ -123,6 +136,7 @@ class History:
         patterns that are never part of the project (a workspace inside it)."""
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
         run_git(["init", "-q", "--bare", "-b", BRANCH, str(self.git_dir)], cwd=self.git_dir.parent)
+        self.hold_attributes()
         if exclude:
             self.outside_file.write_text("".join(f"{p}\n" for p in exclude))
         from .mirror import ProjectMirror  # mirror.py builds on this module
