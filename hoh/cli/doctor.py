@@ -87,10 +87,10 @@ def credential(adapter) -> str:
     """How the CLI is given its model credential, and who can read it."""
     if adapter.config.api_key_env:
         return (f"API key from ${adapter.config.api_key_env}: added by hoh's egress proxy outside the role; "
-                "the CLI holds a placeholder")
+                "the CLI holds its attempt's token, which opens the proxy only while the attempt runs")
     if adapter.config.base_url:
-        return ("none: a key-less endpoint (no --api-key-env); the CLI holds at most a placeholder, which hoh's "
-                "proxy drops")
+        return ("none: a key-less endpoint (no --api-key-env); the CLI holds its attempt's token for hoh's proxy, "
+                "which drops it before the endpoint")
     request = RoleRequest(role="developer", loop=1, attempt=1, prompt="", workdir=Path("."), access="write",
                           home=Path("HOME"))
     logins = [(source, copy) for source, copy in adapter.logins(request) if source.exists()]

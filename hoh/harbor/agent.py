@@ -47,6 +47,7 @@ from ..statuses import LoopStatus, RunStatus
 from ..store.journal import Journal, RunHistory
 from ..store.stop import StopFile
 from ..store.workspace import is_workspace, open_workspace
+from ..terminal import terminal_text
 from . import budget
 from .context import fill_context
 from .endpoint import check_reachable, host_base_url
@@ -285,7 +286,7 @@ class HohAgent(BaseAgent):
             self.write_summary(started)
             self.say(describe_loop(entry, self.hoh_config.loops))
         except Exception as err:  # noqa: BLE001 - the run goes on; the end exports nothing less
-            self.logger.warning(f"hoh: could not record loop {fields.get('loop')}: {one_line(err)}")
+            self.logger.warning(terminal_text(f"hoh: could not record loop {fields.get('loop')}: {one_line(err)}"))
 
     async def stop(self, thread: asyncio.Future, events: EventLoop) -> None:
         """Stop the Runtime at once: before its next attempt (a stop request), and its attempt in flight (the
@@ -371,6 +372,8 @@ class HohAgent(BaseAgent):
         return f"{self._budget - budget.reserve(self._budget):.0f}s for hoh"
 
     def say(self, line: str) -> None:
+        """A line for run.log and Harbor's log, which a terminal shows: a role's text in it is text only."""
+        line = terminal_text(line)
         self.paths.root.mkdir(parents=True, exist_ok=True)
         with open(self.paths.log, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
