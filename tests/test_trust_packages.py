@@ -158,6 +158,12 @@ def plants(outside: Path) -> str:
         f"mkdir pointer && echo 'gitdir: {outside}/.git' > pointer/.git && echo p > pointer/p.txt",
         f"mkdir linked && ln -s {outside}/.git linked/.git && echo l > linked/l.txt",
         "mkdir dangling && echo 'gitdir: /nowhere' > dangling/.git && echo n > dangling/n.txt",
+        # repositories git would wait on (a FIFO for HEAD) or read the machine through (a link, a commondir)
+        "mkdir -p waits/.git/refs waits/.git/objects && mkfifo waits/.git/HEAD && echo w > waits/w.txt",
+        "mkdir -p leak/.git/refs/heads leak/.git/objects && echo 'ref: refs/heads/main' > leak/.git/HEAD && "
+        "ln -s /etc/passwd leak/.git/packed-refs && echo l > leak/l.txt",
+        "mkdir -p common/.git/refs common/.git/objects && echo 'ref: refs/heads/main' > common/.git/HEAD && "
+        "echo /etc > common/.git/commondir && echo c > common/c.txt",
         # names git refuses: .git as another system reads it; a link named .gitmodules
         "mkdir .GIT && echo c > .GIT/config && mkdir -p s/.Git && echo x > s/.Git/f",
         "mkdir 'git~1' '.git.' '.git ' && echo t > 'git~1/f' && echo d > '.git./f' && echo s > '.git /f'",
@@ -214,7 +220,9 @@ def test_a_package_leaves_what_a_lone_developer_leaves(tmp_path, outside):
     assert not {"hidden.txt", "fifo", "sock", ".gitmodules"} & merged.keys()
     assert not [p for p in merged if p.split("/")[0] in (".GIT", "git~1", ".git.", ".git ") or "/.Git/" in p]
     p1 = loop_file(two, 1, "packages", "P1.json")
-    assert p1["flattened"] == ["deep", "deep/one", "held", "lib", "lib/inner", "linked", "pointer", "sub"]
+    assert p1["flattened"] == ["common", "dangling", "deep", "deep/one", "held", "leak", "lib", "lib/inner", "linked",
+                               "pointer", "sub", "waits"]
+    assert {"waits/w.txt", "leak/l.txt", "common/c.txt"} <= merged.keys()
     assert p1["left_out"] == [".GIT", ".git ", ".git.", ".gitmodules", "git~1", "held/.GIT", "s/.Git"]
     assert (outside / ".git" / "HEAD").is_file() and _git("log", "--format=%s", cwd=outside) == "outside\n"
     assert show(two, "loop-0001", "shut/s.txt") == "s\n"  # opened, as root opens it
@@ -317,6 +325,38 @@ def test_a_package_never_writes_into_a_workspace_inside_the_project(tmp_path):
     assert not (ws / "state" / "planted.txt").exists()
     assert not (ws / "history.git" / "objects" / "info" / "alternates").exists()
     assert "harness" in (ws / "hoh.yaml").read_text()
+
+
+@pytest.mark.parametrize("developers", [1, 2])
+def test_a_submodule_a_role_leads_out_of_the_tree_is_never_opened_and_the_run_goes_on(tmp_path, developers):
+    # The user's project has a submodule (a gitlink); a Developer gives it a repository whose packed-refs is a link
+    # to a file of the machine. hoh's git would resolve the submodule's HEAD through it and quote the file's lines
+    # in its error (the journal, the package's result, the next prompt), at every freeze: the repository is
+    # removed unopened (`store/nested.py`).
+    secret = f"hoh-machine-secret-{os.getpid()}"
+    (tmp_path / "machine.txt").write_text(f"{secret}:first line\n{secret}:second line\n")
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "README.md").write_text("readme\n")
+    _git("init", "-q", cwd=project / "sub")
+    _git("commit", "-q", "--allow-empty", "-m", "the submodule", cwd=project / "sub")
+    plant = ("rm -rf sub/.git && mkdir -p sub/.git/refs/heads sub/.git/objects && "
+             "echo 'ref: refs/heads/main' > sub/.git/HEAD && "
+             f"ln -s {tmp_path / 'machine.txt'} sub/.git/packed-refs && echo s > sub/s.txt")
+    if developers == 1:
+        loop = copy.deepcopy(mini_loop(1))
+        loop["developer"]["actions"].append({"run": plant})
+    else:
+        loop = two_packages([{"run": plant}], [], [])
+    spec, _ = write_project(tmp_path, {"schema_version": 1, "loops": {1: loop, 2: mini_loop(2)}})
+    ws = tmp_path / "ws"
+    assert api.build(spec, ws, _config(developers=developers), project=project).status == "finished"
+    # The submodule stays as A_0 had it: its repository gone (never opened), git takes it as unchanged.
+    assert tree(ws, "loop-0001^")["sub"] == tree(ws, "loop-0001")["sub"] and tree(ws, "loop-0001")["sub"][0] == GITLINK
+    for path in [*ws.rglob("*"), *tmp_path.glob("*.yaml")]:
+        if path.is_file() and not path.is_symlink() and "history.git" not in path.parts:
+            assert secret not in path.read_text(errors="replace"), path
+    assert api.resume(ws, more_loops=1).status == "finished"
 
 
 def test_a_package_that_shuts_its_own_copy_is_still_committed(tmp_path):

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from . import viewmove
+from .nested import disarm, outside_of
 from .staging import stage
 from .gitrun import NO_SUBMODULES, GitError, run_git
 
@@ -178,6 +179,7 @@ class History:
         if self.clean_at == commit:
             return  # nothing has run in the project since hoh last made it this commit
         self.clear_stale_locks()
+        disarm(self.work_tree, None, outside_of(self.outside()))  # git looks into every nested repository here
         self.git("reset", "-q", "--hard", commit)
         self._head = commit
         self.git(*self._scan("clean", "-q", "-ffd"))

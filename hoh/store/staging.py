@@ -22,6 +22,7 @@ from typing import Any
 from .embedded import (changed_gitlinks, flatten_untracked, may_hold_gitlinks, own_dir, remove_embedded_git,
                        remove_tree)
 from .gitrun import GitError
+from .nested import disarm, outside_of
 
 SETTLE_ROUNDS = 64
 """Adds after the first that failed: each one settles what the last one named (names the listing missed)."""
@@ -43,9 +44,10 @@ def stage(history: Any, parent: str, changed: list[str] | None) -> Staged:
     """Stage the whole work tree of `history` into its index, as content. `changed`: every path that may differ
     from `parent` (the index holding `parent`), so only those are looked at; None adds the whole tree. A gitlink
     `parent` already had (a user's submodule) stays while it does not change."""
-    flattened: list[str] = []
     left_out: list[str] = []
     _open_dirs(history.work_tree, changed)
+    # Before git looks into any nested repository: one it could not look into safely is content already.
+    flattened = disarm(history.work_tree, changed, outside_of(history.outside()))
     try:
         if changed is None:
             history.git(*history._scan("add", "-A"))
