@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import stat
 from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import Any
@@ -196,3 +198,23 @@ def prune_empty_dirs(root: Path) -> None:
                 os.rmdir(directory)
         except OSError:  # one that cannot be read or removed is kept (and the sealed check names it)
             continue
+
+
+def remove_dead_process_dirs(base: str | Path, prefix: str) -> None:
+    """This user's directories `<prefix><pid>-…` in `base` whose process no longer runs (it was killed: kill -9
+    skips its cleanup); a pid taken again by another process keeps its directory. Never through a link."""
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid, path = name[len(prefix):].split("-", 1)[0], os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+            if not pid.isdigit() or st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode):
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue  # alive (another user's process), or gone already

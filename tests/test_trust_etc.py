@@ -285,3 +285,17 @@ def test_what_pip_conf_and_npmrc_configure_reaches_the_jail_without_their_creden
         assert seen["PIP_CERT"] == f"/etc/{CA_BUNDLE}"
     assert "npm_config_cafile" not in seen and "NODE_EXTRA_CA_CERTS" not in seen  # a file the jail does not show
     assert token not in (attempt / "events.jsonl").read_text() and token not in (attempt / "command.json").read_text()
+
+
+def test_a_jailed_root_reads_no_firmware_table_or_serial_number(tmp_path):
+    """/sys is shown read-only, but its root-only files (ACPI tables, DMI serial numbers) a jailed uid 0 would read
+    as their owner: an empty directory stands over each."""
+    from hoh.harness.jail import FIRMWARE
+    shown = [d for d in FIRMWARE if Path(d).is_dir()]
+    if not shown:
+        pytest.skip("this machine's /sys shows no firmware directory")
+    listing = " ".join(shown)
+    project, result = _jailed(tmp_path, f"find {listing} -mindepth 1 | head -n 5 > found; "
+                                        "cat /sys/firmware/acpi/tables/* > tables 2>/dev/null; true")
+    assert (project / "found").read_text() == "" and (project / "tables").read_bytes() == b""
+    assert any(next(Path(d).iterdir(), None) is not None for d in shown)  # on the machine they hold something

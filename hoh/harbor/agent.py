@@ -40,7 +40,7 @@ from ..envs.install import install_harness
 from ..envs.pool import GIVEN, Given
 from ..errors import HohError, TaskEnvironmentError, UsageError
 from ..fsutil import atomic_write_json, atomic_write_text, own_writes
-from ..harness import registry
+from ..harness import keys, registry
 from ..paths import AgentRunPaths
 from ..runtime.setup import role_adapters
 from ..statuses import LoopStatus, RunStatus
@@ -250,8 +250,8 @@ class HohAgent(BaseAgent):
         self._summary["base_url"] = url
         name = self.hoh_config.harness.api_key_env
         value = self._get_env(name) if name else None
-        if name and value is not None and os.environ.get(name) != value:
-            os.environ[name] = value  # read by hoh's egress proxy only; the CLI gets a placeholder
+        if name and value is not None:
+            keys.give(name, value)  # for hoh's egress proxy only, never in this process's environment
         return apply_overrides(self.hoh_config, [], flags)
 
     async def take_workdir(self, environment: BaseEnvironment) -> None:

@@ -44,6 +44,9 @@ SYSTEM_DIRS = (Path("/usr"), Path("/opt"), Path("/bin"), Path("/sbin"), Path("/l
 configuration in /etc, only `jail_etc.view`'s allowlist."""
 KERNEL_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 """Writable by a global uid 0 in a fresh /proc even without capabilities: bound read-only over it."""
+FIRMWARE = ("/sys/firmware", "/sys/devices/virtual/dmi")
+"""The machine's firmware tables and its serial numbers: root-only files, which a jailed uid 0 would read as
+their owner. An empty directory over each."""
 SHM_BYTES = 64 * 2**20
 JAIL_SETUP_RETRIES = 2
 """A bwrap that fails before the program starts (a mount that vanished mid-setup) is run again this often."""
@@ -120,6 +123,7 @@ class JailEnvironment:
         view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view):]
+        self.rewind()
 
     def rewind(self) -> None:
         """bwrap reads the descriptor to its end; the next bwrap (a setup retried) reads it from the start."""
@@ -152,7 +156,8 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None =
             args += ["--symlink", os.readlink(path), str(path)]
     args += ["--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
              "--proc", "/proc", *[a for knob in KERNEL_KNOBS if os.path.exists(knob) for a in ("--ro-bind", knob, knob)],
-             "--ro-bind", "/sys", "/sys", "--size", str(spec.tmp_bytes), "--tmpfs", "/tmp"]
+             "--ro-bind", "/sys", "/sys", *[a for d in FIRMWARE if os.path.isdir(d) for a in ("--tmpfs", d)],
+             "--size", str(spec.tmp_bytes), "--tmpfs", "/tmp"]
     # /etc: one read-only bind of its allowlist's copy, before the spec's binds (one inside /etc goes on top).
     args += jail_etc.view(SYSTEM_DIRS, _under_etc(spec, cwd)).argv()
     args += _mounts(spec, program or argv[0], cwd)

@@ -34,13 +34,14 @@ from __future__ import annotations
 import atexit
 import fnmatch
 import os
-import re
 import shutil
 import stat
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..fsutil import remove_dead_process_dirs
 
 ETC = Path("/etc")
 """Where the shown entries come from (a test points it at a fixture tree); they appear at /etc in the jail."""
@@ -343,7 +344,7 @@ def _private_dir() -> str:
     if not _PRIVATE:
         tmp = tempfile.gettempdir()
         base = SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK | os.X_OK) else tmp
-        _remove_orphans(base)
+        remove_dead_process_dirs(base, PREFIX)
         _PRIVATE.append(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
         atexit.register(_remove_own, os.getpid(), _PRIVATE[0])
     return _PRIVATE[0]
@@ -358,22 +359,3 @@ PREFIX = "hoh-etc-"
 def _remove_own(pid: int, path: str) -> None:
     if os.getpid() == pid:  # not in a forked child
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _remove_orphans(tmp: str) -> None:
-    """This user's copies in `tmp` whose process no longer runs (a pid taken again by another keeps its copy)."""
-    try:
-        names = [n for n in os.listdir(tmp) if n.startswith(PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(PREFIX):].split("-", 1)[0]
-        path = os.path.join(tmp, name)
-        try:
-            if not pid.isdigit() or os.lstat(path).st_uid != os.getuid() or not stat.S_ISDIR(os.lstat(path).st_mode):
-                continue
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            continue  # alive (another user's process), or gone already

@@ -17,16 +17,26 @@ from typing import Iterable, Iterator
 
 _LOCK = threading.Lock()
 _HELD: dict[str, str] = {}
+"""Keys a run took out of `os.environ`, given back when the last run holding them ends."""
+_GIVEN: dict[str, str] = {}
+"""Keys given to hoh outside its environment (`give`: Harbor's agent, from its trial's `--ae`), never put there."""
 _HOLDERS: dict[str, int] = {}
 """How many runs of this process hold each name (a process may run several workspaces at once)."""
 
 
 def value(name: str | None) -> str | None:
-    """The key named `name`: the environment's, else the one a run holds; None when neither has one."""
+    """The key named `name`: the environment's, else the one a run holds, else one given; None when none has one."""
     if not name:
         return None
     with _LOCK:
-        return os.environ.get(name) or _HELD.get(name) or None
+        return os.environ.get(name) or _HELD.get(name) or _GIVEN.get(name) or None
+
+
+def give(name: str, key: str) -> None:
+    """The key named `name` for hoh's proxies in this process, without putting it in `os.environ` (where every
+    process started would inherit it, whichever run it started for)."""
+    with _LOCK:
+        _GIVEN[name] = key
 
 
 @contextmanager

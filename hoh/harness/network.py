@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from ..fsutil import remove_dead_process_dirs
 from .egress import INSIDE_PORT, INSIDE_SOCKET, EgressPolicy, EgressProxy, inside_base_url, proxy_url
 from .jail import Network
 
@@ -40,26 +41,15 @@ TOKEN_VARIABLE = "HOH_EGRESS_TOKEN"
 """Where a CLI of a key-less endpoint (no `api_key_env`) finds the token it sends as its key to hoh's proxy."""
 
 
+SOCKET_PREFIX = "hoh-egress-"
+
+
 def _socket_dir() -> Path:
     """A short directory of hoh's for the socket (AF_UNIX paths must stay under 108 bytes)."""
     base = tempfile.gettempdir()
     base = base if len(base) < 60 else "/tmp"
-    _remove_dead_socket_dirs(Path(base))
-    return Path(tempfile.mkdtemp(prefix=f"hoh-egress-{os.getpid()}-", dir=base))
-
-
-def _remove_dead_socket_dirs(base: Path) -> None:
-    """The socket dirs of hoh processes that were killed (`kill -9` skips their cleanup): ours, pid gone."""
-    for path in base.glob("hoh-egress-*-*"):
-        pid = path.name.split("-")[2]
-        try:
-            if not pid.isdigit() or path.is_symlink() or path.stat().st_uid != os.getuid():
-                continue
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:  # alive under another uid, or gone meanwhile
-            continue
+    remove_dead_process_dirs(base, SOCKET_PREFIX)
+    return Path(tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{os.getpid()}-", dir=base))
 
 
 @contextmanager

@@ -40,7 +40,7 @@ def pip_hosts() -> set[str]:
         parser = ConfigParser()
         try:
             parser.read(path.expanduser())
-        except ConfigError:
+        except (ConfigError, UnicodeDecodeError):  # a file pip itself would refuse
             continue
         for section in parser.sections():
             for key in ("index-url", "extra-index-url"):
@@ -83,14 +83,14 @@ PIP_SECTIONS = ("global", "install")
 
 
 def _without_credentials(url: str) -> str | None:
-    """The URL without the user and password in it (index credentials stay outside the jail); None for one that
-    is not a plain http(s) URL."""
+    """The URL without the user and password in it, nor its query (index credentials stay outside the jail); None
+    for one that is not a plain http(s) URL. A token in the URL's path cannot be told from a name: it stays."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     netloc = host if parts.port is None else f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def client_settings(shown: Callable[[Path], bool]) -> dict[str, str]:
@@ -103,7 +103,7 @@ def client_settings(shown: Callable[[Path], bool]) -> dict[str, str]:
         parser = ConfigParser(interpolation=None)
         try:
             parser.read(path.expanduser())
-        except ConfigError:
+        except (ConfigError, UnicodeDecodeError):  # a file pip itself would refuse
             continue
         for section in (s for s in PIP_SECTIONS if parser.has_section(s)):
             pip.update({key: value for key in PIP_SETTINGS if (value := parser.get(section, key, fallback=None))})
