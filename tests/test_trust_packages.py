@@ -412,3 +412,44 @@ def test_remove_tree_removes_what_a_role_left_and_follows_no_link(tmp_path, outs
     assert not os.path.lexists(top)
     assert (outside / ".git" / "HEAD").is_file()
     remove_tree(top)  # nothing there: nothing to do
+
+
+# ---- what is too large for a candidate is left out before git reads it, one Developer or several -------------------
+@pytest.mark.parametrize("developers", [1, 2])
+def test_a_huge_sparse_file_is_left_out_and_the_freeze_and_resume_go_on(tmp_path, developers):
+    # 100 GB of a sparse file cost the role nothing; git would read and compress every byte, past its timeout, at
+    # every freeze and every resume.
+    plant = "truncate -s 100G huge.bin && echo small > small.txt"
+    if developers == 1:
+        loop = copy.deepcopy(mini_loop(1))
+        loop["developer"]["actions"].append({"run": plant})
+    else:
+        loop = two_packages([{"run": plant}], [], [])
+    spec, ws = write_project(tmp_path, {"schema_version": 1, "loops": {1: loop, 2: mini_loop(2)}})
+    assert api.build(spec, ws, _config(developers=developers)).status == "finished"
+    files = tree(ws, "loop-0001")
+    assert "small.txt" in files and "huge.bin" not in files
+    if developers == 2:
+        assert loop_file(ws, 1, "packages", "P1.json")["left_out"] == ["huge.bin"]
+    assert api.resume(ws, more_loops=1).status == "finished"
+
+
+def test_new_files_past_the_freeze_s_bounds_are_left_out_largest_first_and_a_parent_s_file_comes_back(
+        tmp_path, monkeypatch):
+    from hoh.store import sizes
+    monkeypatch.setattr(sizes, "MAX_FILE_BYTES", 1_000_000)
+    monkeypatch.setattr(sizes, "MAX_NEW_BYTES", 3_000_000)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "data.bin").write_bytes(b"the user's data\n")
+    plant = ("head -c 1500000 /dev/zero > one.bin && for f in f1 f2 f3 f4; do head -c 900000 /dev/zero > $f.bin; done "
+             "&& head -c 2000000 /dev/zero > data.bin")
+    loop = copy.deepcopy(mini_loop(1))
+    loop["developer"]["actions"].append({"run": plant})
+    spec, _ = write_project(tmp_path, {"schema_version": 1, "loops": {1: loop}})
+    ws = tmp_path / "ws"
+    assert api.build(spec, ws, _config(), project=project).status == "finished"
+    files = tree(ws, "loop-0001")
+    assert not {"one.bin", "f1.bin"} & files.keys() and {"f2.bin", "f3.bin", "f4.bin"} <= files.keys()
+    assert show(ws, "loop-0001", "data.bin") == "the user's data\n"  # left out: the parent's, not deleted
+    assert (project / "data.bin").read_bytes() == b"the user's data\n" and not (project / "one.bin").exists()

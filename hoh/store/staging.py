@@ -23,6 +23,7 @@ from .embedded import (changed_gitlinks, flatten_untracked, may_hold_gitlinks, o
                        remove_tree)
 from .gitrun import GitError
 from .nested import disarm, outside_of
+from .sizes import too_large
 
 SETTLE_ROUNDS = 64
 """Adds after the first that failed: each one settles what the last one named (names the listing missed)."""
@@ -46,8 +47,11 @@ def stage(history: Any, parent: str, changed: list[str] | None) -> Staged:
     `parent` already had (a user's submodule) stays while it does not change."""
     left_out: list[str] = []
     _open_dirs(history.work_tree, changed)
-    # Before git looks into any nested repository: one it could not look into safely is content already.
-    flattened = disarm(history.work_tree, changed, outside_of(history.outside()))
+    # Before git looks into any nested repository: one it could not look into safely is content already; and
+    # before it reads a file: one too large for a candidate is left out.
+    outside = outside_of(history.outside())
+    flattened = disarm(history.work_tree, changed, outside)
+    left_out += too_large(history, parent, changed, outside)
     try:
         if changed is None:
             history.git(*history._scan("add", "-A"))
