@@ -8,7 +8,6 @@ Needs Harbor and Docker (see harbor_env.py)."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -20,6 +19,7 @@ from harbor_env import EXAMPLES, Trial, bare_task, copy_task, harbor, image_has 
 from hoh import api
 from hoh.bench.results import trial_results
 from hoh.config import HohConfig
+from hoh.harness.egress import PLACEHOLDER_KEY
 from hoh.store.journal import Journal, RunHistory
 from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM
@@ -130,7 +130,8 @@ def test_hoh_with_the_scripted_harness_builds_in_the_container_loop_by_loop(harb
 def test_the_key_given_with_ae_is_in_no_process_of_the_trials_container(harbor, tmp_path):
     """Harbor lays the agent's `--ae` values over every `exec` of its phase; hoh takes the key from them for its
     proxy, and its own execs carry none: a Developer reading every process's environment in the container (the
-    supervisor, the shell of hoh's exec, itself) finds its attempt's token only."""
+    supervisor, the shell of hoh's exec, itself) finds the placeholder only: the scripted harness needs no model, so
+    its role has no network and no proxy, and a role that can reach nothing gets no key."""
     suite = tmp_path / "suite"
     task = copy_task("roman", suite / "roman")
     script = task / "scripted" / "script.yaml"
@@ -145,7 +146,7 @@ def test_the_key_given_with_ae_is_in_no_process_of_the_trials_container(harbor, 
     assert trial.exception is None, trial.exception
     with tarfile.open(trial.candidate_dir(1) / "candidate.tar") as tar:
         seen = tar.extractfile("ENVIRON.txt").read().decode()
-    assert re.search(r"^HOH_TEST_KEY=hoh-[A-Za-z0-9_-]{40,}$", seen, re.MULTILINE), seen  # the probe read the CLI's own
+    assert f"HOH_TEST_KEY={PLACEHOLDER_KEY}" in seen, seen  # the probe read the CLI's own
     assert SENTINEL not in seen
 
 
