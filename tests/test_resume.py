@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import json
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -101,6 +103,40 @@ def test_a_second_process_on_the_same_workspace_is_refused(project):
         result = run_hoh("resume", "-w", project.ws, "--loops", "1", "-q")
     assert result.returncode == 2 and "in use" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_resume_right_after_a_kill_waits_for_a_child_still_holding_the_dead_run_s_lock(tmp_path, monkeypatch):
+    """A run killed while a thread forked a role leaves that child holding the flock until it execs."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    release_r, release_w = os.pipe()
+    # The dead run: it took the lock, forked a child that shares it, and was killed.
+    run = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, subprocess, sys
+        fd = os.open({str(root)!r}, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        open({str(root / "hoh.lock")!r}, "w").write(str(os.getpid()))
+        child = subprocess.Popen([sys.executable, "-c", "import os; os.read({release_r}, 1)"], pass_fds=(fd, {release_r}))
+        print(child.pid, flush=True)
+        os._exit(137)
+    """)], stdout=subprocess.PIPE, text=True, pass_fds=(release_r,))
+    child = int(run.stdout.readline())
+    assert run.wait() == 137
+    os.close(release_r)
+
+    def let_go(_seconds):  # the first wait: the child execs (here: ends) and lets go
+        try:
+            pidfd = os.pidfd_open(child)
+        except ProcessLookupError:
+            pidfd = None
+        os.close(release_w)
+        if pidfd is not None:
+            select.select([pidfd], [], [], 60)
+            os.close(pidfd)
+    monkeypatch.setattr("hoh.store.lock.time.sleep", let_go)
+    with WorkspaceLock(root / "hoh.lock") as lock:
+        assert (root / "hoh.lock").read_text() == str(os.getpid())
+    assert lock._fd is None
 
 
 def _candidate_ids(ws: Path) -> list[str]:

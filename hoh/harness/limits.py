@@ -94,12 +94,18 @@ class AttemptLimits:
         """Run in the attempt's first process before it execs: join the cgroups, set the rlimits."""
         if not self.groups and not self.rlimits:
             return None
-        groups, rlimits = list(self.groups), list(self.rlimits)
+        # The child of a threaded process runs this between fork and exec: plain system calls on values made
+        # here, nothing that could wait on a lock another thread held at the fork (text I/O, an import).
+        procs = [os.fsencode(group / "cgroup.procs") for group in self.groups]
+        rlimits = list(self.rlimits)
 
         def enter() -> None:
-            for group in groups:
-                with open(group / "cgroup.procs", "w") as fh:
-                    fh.write(str(os.getpid()))
+            for path in procs:
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"%d" % os.getpid())
+                finally:
+                    os.close(fd)
             for which, value in rlimits:
                 soft, hard = resource.getrlimit(which)
                 resource.setrlimit(which, (value if hard == resource.RLIM_INFINITY else min(value, hard),) * 2)
