@@ -150,7 +150,7 @@ class RoleEnvironment(Executor):
         env = self.env
         assert env is not None, "placed() starts the environment"
         jail = launch.jail
-        writable = [p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir()]
+        writable = transfer.outermost(p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir())
         visible = [p for p in (*(jail.read_only if jail else ()), launch.cwd) if self._inside(p)]
         hidden = jail.hidden if jail else ()
         # No key enters an environment hoh's proxy serves: a CLI given its key itself (no proxy in front of its

@@ -85,11 +85,15 @@ def scratch_beside(target: Path) -> Path:
 def adopt(downloaded: Path, target: Path, keep: Iterable[Path] = ()) -> list[str]:
     """Make `target` hold what came back in `downloaded` (sanitized first), entry by entry; `keep` are paths in
     `target` that are not the role's (a workspace inside the project): left as they are. Returns what was
-    dropped. `downloaded` is consumed."""
+    dropped. `downloaded` is consumed. `target` itself is never followed: writable paths are adopted outermost
+    first and only (`outermost`), since what came back for an outer one may have made an inner one a link (a
+    Developer's `.git` pointed at hoh's state, or at a directory outside the workspace)."""
     dropped = sanitize(downloaded)
     kept = {p.resolve() for p in keep}
     target.mkdir(parents=True, exist_ok=True)
-    target = target.resolve()  # entries compared by where they are, never where a link of theirs points
+    if target.is_symlink():  # replaced by one: emptying it would empty whatever the role pointed it at
+        raise OSError(f"{target} is a link now; nothing is copied through it")
+    target = target.parent.resolve() / target.name  # its entries are where they are, not where links point
     for entry in list(target.iterdir()):
         if entry in kept:
             continue
