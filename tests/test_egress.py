@@ -563,6 +563,6 @@ def test_the_socket_dirs_of_killed_runs_are_swept_and_live_ones_kept(monkeypatch
     (dead / "egress.sock").touch()
     live = tmp_path / f"hoh-egress-{os.getppid()}-xyz"
     live.mkdir()
-    mine = network._socket_dir()
+    mine = network.socket_dir()
     assert not dead.exists() and live.is_dir() and mine.is_dir() and mine.parent == tmp_path
     shutil.rmtree(tmp_path)

@@ -54,9 +54,11 @@ def containers(under: Path) -> list[str]:
     return [line for line in out.splitlines() if f" {under}/" in line]
 
 
-def build(harbor, name: str, mock: MockLLM, ws: Path, *extra: str, env: dict[str, str] | None = None):
+def build(harbor, name: str, mock: MockLLM, ws: Path, *extra: str, env: dict[str, str] | None = None,
+          loops: int | None = None):
     return harbor.hoh("build", DEMO / "spec.md", "--harness", name, "--model", MODEL[name], "--base-url",
-                      mock.base_url, "--api-key-env", "HOH_TEST_KEY", "--loops", LOOPS.get(name, 2), "-w", ws, "-q",
+                      mock.base_url, "--api-key-env", "HOH_TEST_KEY", "--loops", loops or LOOPS.get(name, 2), "-w", ws,
+                      "-q",
                       *extra,
                       timeout=600, env={"HOH_TEST_KEY": SENTINEL, **(env or {})})
 
@@ -128,3 +130,20 @@ def test_what_an_image_offers_is_read_as_text_and_checked_against_the_program(tm
     text = shim(adapter, "/opt/hoh/node/bin/node /opt/hoh/cli/pi-0.73.1/cli.js", bookworm.ca_bundle)
     assert text.startswith("#!/bin/sh\n") and text.endswith('exec /opt/hoh/node/bin/node /opt/hoh/cli/pi-0.73.1/cli.js "$@"\n')
     assert ': "${NODE_EXTRA_CA_CERTS:=/etc/ssl/certs/ca-certificates.crt}"; export NODE_EXTRA_CA_CERTS' in text
+
+
+def test_an_image_without_python3_runs_the_roles_on_a_bridge_network_and_says_so_once(harbor, harness_bin,
+                                                                                    reference, tmp_path):
+    """hoh's forwarder to its proxy needs the image's python3: without one the containers cannot be closed, so
+    they get a bridge network with the proxy on its gateway, the run says so in one line, and builds the same."""
+    ref_ws, script = reference
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(f"FROM {BASE_IMAGE}\nRUN rm -f /usr/bin/python3* /usr/local/bin/python3*\n")
+    with MockLLM(script=script) as mock:
+        built = build(harbor, "opencode", mock, tmp_path / "ws", "--env", "docker", "--env-dockerfile", dockerfile,
+                      loops=1)
+    assert built.returncode == 0, built.stderr[-3000:]
+    said = [line for line in built.stderr.splitlines() if "no python3 to run hoh's forwarder" in line]
+    assert len(said) == 1, built.stderr
+    assert candidate_ids(tmp_path / "ws") == candidate_ids(ref_ws)[:1]
+    assert containers(tmp_path) == []

@@ -7,12 +7,19 @@ persisted: the violation recorded for the attempt, the workspace, and any direct
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import mini_script, run_hoh
+from conftest import mini_script, run_hoh, wait_for
 from harbor_env import BASE_IMAGE, harbor  # noqa: F401 - harbor is a fixture
-from test_envs import no_container_left, write_project  # noqa: F401 - an autouse fixture
+from test_envs import no_container_left, running_role, write_project  # noqa: F401 - an autouse fixture
+
+from hoh.harness.egress_policy import Decision, Kind, read_log
 
 ENV = ("--env", "docker", "--env-image", BASE_IMAGE)
 
@@ -68,3 +75,175 @@ def test_a_developer_that_links_the_project_git_elsewhere_changes_nothing_there(
     # directory, replaced by the link. Either way the attempt is a violation of the same area.
     assert [v["area"] for v in violations["local"]] == ["project .git"], violations["local"]
     assert violations["docker"] == [{"area": "project .git", "changes": ["replaced .git with a link or a file"]}]
+
+
+# ---- a networked role's container reaches hoh's proxy and nothing else -----------------------------------
+NET_CLIENT = r'''
+import http.client, json, os, socket, sys, time
+from urllib.parse import urlsplit
+
+def direct(host, port):
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            conn.sendall(b"GET /from-the-role HTTP/1.0\r\n\r\n")
+        return "connected"
+    except OSError as err:
+        return type(err).__name__
+
+def through_proxy(host, port):
+    proxy = urlsplit(os.environ["HTTPS_PROXY"])
+    conn = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=30)
+    import base64
+    auth = base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode()
+    conn.request("CONNECT", f"{host}:{port}", headers={"Host": f"{host}:{port}", "Proxy-Authorization": f"Basic {auth}"})
+    return conn.getresponse().status
+
+model = urlsplit(os.environ["HOH_MODEL_URL"])
+conn = http.client.HTTPConnection(model.hostname, model.port, timeout=30)
+conn.request("POST", model.path.rstrip("/") + "/chat", body=b"{}",
+             headers={"Authorization": "Bearer " + os.environ["HOH_NET_TEST_KEY"], "Content-Type": "application/json"})
+found = {"model": conn.getresponse().status}
+for name, address in (("host", sys.argv[1]), ("peer", sys.argv[2])):
+    host, port = address.rsplit(":", 1)
+    found[f"direct-{name}"] = direct(host, port)
+    found[f"proxy-{name}"] = through_proxy(host, port)
+found["interfaces"] = sorted(os.listdir("/sys/class/net"))
+found["routes"] = open("/proc/net/route").read().splitlines()[1:]
+with open("net.json", "w") as out:
+    json.dump(found, out)
+if os.path.isdir("/opt/hoh"):  # in its container: held until the test has read the engine's settings
+    for _ in range(3000):
+        if os.path.exists("/tmp/hoh-go"):
+            break
+        time.sleep(0.1)
+'''
+
+COUNTER = r'''
+import socket, sys, threading
+server = socket.create_server(("0.0.0.0", int(sys.argv[1])))
+while True:
+    conn, _ = server.accept()
+    with open("/tmp/accepted", "a") as out:
+        out.write("one\n")
+    conn.close()
+'''
+
+
+class Counter:
+    """A TCP listener on every address of this machine's (its bridges' among them), counting who connects."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("0.0.0.0", 0))
+        self.port = self.server.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+
+class Model(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format, *args):
+        pass
+
+
+def docker(*args: str, check: bool = True) -> str:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120)
+    assert not check or done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def reaches(host: str, port: int) -> str:
+    """Whether a container on the engine's plain bridge connects to HOST:PORT (the control)."""
+    return docker("run", "--rm", BASE_IMAGE, "python3", "-c",
+                  f"import socket; socket.create_connection(({host!r}, {port}), timeout=10); print('connected')",
+                  check=False)
+
+
+@pytest.fixture
+def peer():
+    """A container of the test's own on the engine's bridge, counting connections to its port 8080."""
+    name = f"hoh-test-peer-{uuid.uuid4().hex[:8]}"
+    docker("run", "-d", "--name", name, BASE_IMAGE, "python3", "-c", COUNTER, "8080")
+    try:
+        yield name
+    finally:
+        docker("rm", "-f", name, check=False)
+
+
+def test_a_networked_role_s_container_reaches_hoh_s_proxy_and_nothing_else(harbor, tmp_path, peer):
+    counter = Counter()
+    model = ThreadingHTTPServer(("127.0.0.1", 0), Model)
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    try:
+        gateway = docker("inspect", "-f", "{{.NetworkSettings.Gateway}}", peer)
+        peer_ip = docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", peer)
+        wait_for(lambda: reaches(peer_ip, 8080) == "connected" or None, 120, "the peer container's listener")
+        # The controls: from a plain bridge container, both listeners answer.
+        assert reaches(gateway, counter.port) == "connected"
+        assert counter.accepted == 1
+        docker("exec", peer, "rm", "-f", "/tmp/accepted")
+
+        script = mini_script(1)
+        dev = script["loops"][1]["developer"]
+        dev["actions"] = [{"write": {"path": "net.py", "content": NET_CLIENT}},
+                          {"run": f"python3 net.py {gateway}:{counter.port} {peer_ip}:8080 2> net.err"},
+                          *dev.get("actions", [])]
+        spec = write_project(tmp_path / "p", script)
+        ws = tmp_path / "p" / "ws"
+        sets = ["--set", f"harness.base_url=http://127.0.0.1:{model.server_port}/v1",
+                "--set", "harness.api_key_env=HOH_NET_TEST_KEY", "--set", "sandbox.limits.processes=512",
+                "--set", "sandbox.limits.memory_mb=1024"]
+        hoh = subprocess.Popen([str(harbor.exe.parent / "python"), "-m", "hoh", "build", str(spec), "--harness",
+                                "scripted", "--loops", "1", "-w", str(ws), "-q", *sets, *ENV],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**harbor.env(), "HOH_NET_TEST_KEY": "sk-net-test"}, stdin=subprocess.DEVNULL)
+        try:
+            def developer_running() -> str | None:
+                if hoh.poll() is not None:
+                    pytest.fail(f"hoh ended first: {hoh.communicate()[1]}")
+                return running_role(ws, "developer", 1)
+
+            container = wait_for(developer_running, 300, "the Developer in its container")
+            settings = json.loads(docker("inspect", container))[0]["HostConfig"]
+            docker("exec", container, "touch", "/tmp/hoh-go")
+            _, stderr = hoh.communicate(timeout=300)
+        finally:
+            if hoh.poll() is None:
+                hoh.kill()
+        assert hoh.returncode == 0, stderr
+    finally:
+        model.shutdown()
+        counter.server.close()
+
+    # The engine's settings: no network but loopback; the limits hoh was given.
+    assert settings["NetworkMode"] == "none"
+    assert settings["PidsLimit"] == 512 and settings["Memory"] == 1024 * 2**20
+    project = ws / "project"
+    assert (project / "net.err").read_text() == ""
+    found = json.loads((project / "net.json").read_text())
+    assert found["model"] == 200  # the proxy answers, through the forwarder on the role's own loopback
+    assert found["interfaces"] == ["lo"] and found["routes"] == []  # no route leaves the container
+    assert found["direct-host"] != "connected" and found["direct-peer"] != "connected", found
+    assert counter.accepted == 1 and docker("exec", peer, "cat", "/tmp/accepted", check=False) == ""
+    # What it asked of the proxy is refused by the same allow-list as a jailed role's, and logged.
+    assert found["proxy-host"] == found["proxy-peer"] == 403
+    [attempt] = ws.glob("state/loops/0001/roles/developer/attempt-*/egress.jsonl")
+    refused = {(r.target, r.decision) for r in read_log(attempt) if r.kind is Kind.CONNECT}
+    assert refused == {(f"{gateway}:{counter.port}", Decision.DENIED), (f"{peer_ip}:8080", Decision.DENIED)}
+    assert [r.status for r in read_log(attempt) if r.target.endswith("/chat")] == [200]

@@ -5,7 +5,13 @@ the next session after a crash). Every attempt: the role's view of the workspace
 previous attempt left of it there is removed first), the CLI runs under `supervise`, and only the role's
 writable paths come back (`transfer`). The Runtime never enters the environment: the journal, the state,
 the ledger, history.git, the lock and every key stay on hoh's side; the model is reached through hoh's egress
-proxy on the environment's gateway, which adds the key.
+proxy, which adds the key.
+
+A networked role's container on a Compose engine (docker, podman) is closed: it has no network but its
+loopback, where hoh's forwarder (`egress_shim.py`, run by the image's python3 before the CLI) relays to the
+proxy's unix socket, bound in from this machine. So every connection it makes goes through the proxy's
+allow-list and into `egress.jsonl`, as a jailed role's do. An image without python3 cannot run the forwarder:
+its container is started again on a bridge network, with the proxy on the gateway, and the run says so once.
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
 from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
 from ..harness.egress_policy import inside_base_url, proxy_url
+from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET
 from ..harness.executor import Execution, Executor, Launch
-from ..harness.network import proxy_env
+from ..harness.network import attempt_egress, proxy_env, socket_dir
 from . import supervise, transfer
 from .harbor_env import COMPOSE_ENGINES, EnvironmentSpec, EventLoop, one_line
-from .install import SITE, gateway_of, install_harness
+from .install import FORWARDER, SITE, gateway_of, install_forwarder, install_harness
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -38,6 +45,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 PATH = f"{supervise.ROOT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+OPEN_FALLBACK = ("--env {name}: the image has no python3 to run hoh's forwarder to its proxy, so the roles' containers "
+                 "are on a bridge network: pointed at the proxy, but their direct connections are not blocked; add "
+                 "python3 to the image to close them")
 START_TIMEOUT = 1800.0
 """An image may be built at the start (a Dockerfile): half an hour before hoh gives up on it."""
 COPY_TIMEOUT = 1800.0
@@ -58,14 +68,19 @@ async def unscoped(env: "BaseEnvironment | None", coro: Coroutine[Any, Any, T]) 
 
 class RoleEnvironment(Executor):
     def __init__(self, spec: EnvironmentSpec, loop: EventLoop, adapter: "HarnessAdapter", bounds: tuple[Path, ...],
-                 on_start: Callable[[EnvironmentSpec], None], env: "BaseEnvironment | None" = None):
-        """`env`: an environment someone else started and stops (a Harbor trial's); else hoh makes its own."""
+                 on_start: Callable[[EnvironmentSpec], None], env: "BaseEnvironment | None" = None,
+                 warn: Callable[[str], None] = lambda message: None):
+        """`env`: an environment someone else started and stops (a Harbor trial's); else hoh makes its own.
+        `warn`: tells the user, once, what the environment fell back to."""
         self.spec, self.loop, self.adapter = spec, loop, adapter
         self.name = spec.name
         self.bounds = tuple(b.resolve() for b in bounds)
         """What may go in at all: the workspace and the project (never a host path a setting names)."""
         self.on_start = on_start
+        self.warn = warn
         self.env = env
+        self.socket_dir: Path | None = None
+        """Where hoh's proxy listens for a closed environment (bound in at `INSIDE_SOCKET`'s dir)."""
         self.owned = env is None
         self.ready = False
         self.gateway: str | None = None
@@ -85,15 +100,22 @@ class RoleEnvironment(Executor):
     def _start(self) -> None:
         if self.ready:
             return
+        if not self.owned:
+            self.spec = dataclasses.replace(self.spec, closed=False)  # its owner made its network
         if self.env is None:
             self.on_start(self.spec)
-            self.env = self.spec.make()  # from here on `stopped` has something to stop, whatever fails next
+            if self.spec.closed:
+                self.socket_dir = socket_dir()
+            self.env = self.spec.make(self.socket_dir)  # from here on `stopped` has something to stop
         env = self.env
         try:
             if self.owned:
                 self._run(env.start(force_build=False), START_TIMEOUT)
             self._run(install_harness(env, self.adapter), START_TIMEOUT)
-            if self.spec.network and self.adapter.upstream() and not self.key_inside:
+            if self.spec.closed and not self._run(install_forwarder(env), START_TIMEOUT):
+                self._reopen()
+                return self._start()
+            if self.spec.network and not self.spec.closed and self.adapter.upstream() and not self.key_inside:
                 self.gateway = self._run(gateway_of(env), 120)
             self.ready = True
         except EnvironmentUnavailable:
@@ -102,12 +124,24 @@ class RoleEnvironment(Executor):
             raise EnvironmentUnavailable(f"--env {self.spec.name}: the {self.spec.role} environment did not start: "
                                          f"{one_line(err)}") from None
 
+    def _reopen(self) -> None:
+        """The same environment again, on a bridge network (an image that cannot run the forwarder)."""
+        self.warn(OPEN_FALLBACK.format(name=self.spec.name))
+        error = self.loop.run(self.stopped())
+        if error:
+            raise EnvironmentUnavailable(f"--env {self.spec.name}: the {self.spec.role} environment did not stop "
+                                         f"to start again on a bridge network: {error}")
+        self.spec = dataclasses.replace(self.spec, closed=False)
+
     def prepare(self) -> None:
         self.start()
 
     async def stopped(self) -> str | None:
         """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed."""
         env, self.env, self.ready = self.env, None, False
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+            self.socket_dir = None
         if env is None or not self.owned:
             return None
         try:
@@ -123,11 +157,16 @@ class RoleEnvironment(Executor):
     def placed(self, adapter: "HarnessAdapter", request: RoleRequest, attempt_dir: Path) -> Iterator[RoleRequest]:
         self.start()
         request = dataclasses.replace(request, site=ProgramSite("python3", SITE))
+        if self.socket_dir is not None:
+            # Closed: the role's own loopback, relayed to this proxy, as a jailed role's (the same allow-list).
+            with attempt_egress(adapter, request, attempt_dir, listen_in=self.socket_dir) as closed:
+                yield closed
+            return
         upstream = adapter.upstream()
         if self.gateway is None or not upstream:
             yield request
             return
-        # The key stays here: the CLI gets the proxy's address on the environment's gateway and this attempt's
+        # An open container: the CLI gets the proxy's address on the environment's gateway and this attempt's
         # token, which opens the proxy (reachable from more than this container) only until the attempt ends.
         hosts = request.jail.allow_hosts if request.jail else ()
         policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), allow_hosts=tuple(hosts))
@@ -162,6 +201,10 @@ class RoleEnvironment(Executor):
             variables.update(proxy_env(request.proxy_url))
             if self.gateway:  # the model route is the proxy itself, reached directly, never through itself
                 variables["NO_PROXY"] = variables["no_proxy"] = f"{variables['NO_PROXY']},{self.gateway}"
+        argv = launch.argv  # as the CLI's own in command.json; in a closed one started by the forwarder
+        if self.socket_dir is not None and request.egress_token:
+            argv = ["python3", "-I", FORWARDER, "--listen", f"127.0.0.1:{INSIDE_PORT}", "--socket", str(INSIDE_SOCKET),
+                    "--", *argv]
         with self._lock:
             self.runs += 1
             attempt = supervise.Attempt(self.runs)
@@ -176,7 +219,7 @@ class RoleEnvironment(Executor):
                 supervise.stage_env(attempt, variables, Path(staging))
                 self._run(env.upload_dir(staging, attempt.incoming), COPY_TIMEOUT)
             code, limit, seconds = self._run(supervise.run(
-                env, attempt, [str(r) for r in roots if len(r.parts) > 2], launch.argv, str(launch.cwd),
+                env, attempt, [str(r) for r in roots if len(r.parts) > 2], argv, str(launch.cwd),
                 wall=request.wall_timeout, idle=request.idle_timeout, max_output=request.max_output_bytes))
             incoming = transfer.scratch_beside(attempt_dir)
             try:

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Coroutine, TypeVar
 
+import yaml
+
 from ..config import EnvironmentConfig
 from ..errors import EnvironmentUnavailable
+from ..harness.egress_policy import INSIDE_SOCKET
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -105,9 +108,28 @@ class EnvironmentSpec:
     """Whether the environment has a network at all (`sandbox.network: none` gives it none)."""
     memory_mb: int | None = None
     """`sandbox.limits.memory_mb`: the environment's memory, where its provider enforces one."""
+    processes: int | None = None
+    """`sandbox.limits.processes`: how many processes it may hold at once (a Compose engine's `pids_limit`)."""
+    closed: bool = False
+    """Networked, but closed to everything but hoh's egress proxy (`sandbox.network: egress` on a Compose engine):
+    the container has no network at all, and the proxy's unix socket is bound in at `INSIDE_SOCKET`'s dir."""
     kwargs: tuple[tuple[str, Any], ...] = ()
 
-    def make(self) -> "BaseEnvironment":
+    def overlay(self, socket_dir: Path | None) -> dict[str, Any]:
+        """hoh's Compose overlay for a Compose engine's `main` service: its network, its limits."""
+        main: dict[str, Any] = {}
+        if not self.network or self.closed:
+            # Harbor's Docker and Podman environments take a network-less container only through their egress
+            # sidecar, whose image must be pulled; `network_mode: none` gives the same container loopback alone.
+            main["network_mode"] = "none"
+        if self.closed and socket_dir is not None:
+            main["volumes"] = [f"{socket_dir}:{INSIDE_SOCKET.parent}:ro"]
+        if self.processes:
+            main["pids_limit"] = self.processes
+        return {"services": {"main": main}} if main else {}
+
+    def make(self, socket_dir: Path | None = None) -> "BaseEnvironment":
+        """Harbor's environment object (nothing started); `socket_dir`: where hoh's proxy listens for a closed one."""
         from harbor.models.task.config import EnvironmentConfig as TaskEnvironment
         from harbor.models.task.config import NetworkMode, NetworkPolicy
         from harbor.models.trial.paths import TrialPaths
@@ -119,12 +141,11 @@ class EnvironmentSpec:
         trial.mkdir()
         extra: dict[str, Any] = {}
         mode = NetworkMode.PUBLIC
-        if not self.network and self.name in COMPOSE_ENGINES:
-            # Harbor's Docker and Podman environments take a network-less container only through their egress
-            # sidecar, whose image must be pulled; a Compose overlay gives the same container no network at all.
-            overlay = self.dir / "no-network.yaml"
-            overlay.write_text("services:\n  main:\n    network_mode: none\n")
-            extra["extra_docker_compose"] = [overlay]
+        overlay = self.overlay(socket_dir) if self.name in COMPOSE_ENGINES else {}
+        if overlay:
+            path = self.dir / "hoh-overlay.yaml"
+            path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+            extra["extra_docker_compose"] = [path]
         elif not self.network:
             mode = NetworkMode.NO_NETWORK
         image = self.image

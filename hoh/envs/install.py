@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ..errors import EnvironmentUnavailable
+from ..harness import network
 from ..harness.attempt import HOH_PACKAGE
 from . import node
 from .elf import ElfNeeds, is_elf, read_needs
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 SITE = f"{ROOT}/site"
 BIN = f"{ROOT}/bin"
+FORWARDER = f"{ROOT}/egress_shim.py"
+"""hoh's loopback forwarder to its proxy's socket, in a closed environment (run by the image's python3)."""
 NODE = f"{ROOT}/node/bin/node"
 SCRIPTED_AGENT = ("__init__.py", "testing/__init__.py", "testing/scripted_agent.py")
 """The part of hoh's package the scripted agent runs from (it imports nothing else of hoh)."""
@@ -138,6 +141,15 @@ async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> 
             await env.upload_dir(Path(tmp, "site"), SITE)
             return
     await install_cli(env, adapter)
+
+
+async def install_forwarder(env: "BaseEnvironment") -> bool:
+    """Put hoh's forwarder (a standard-library script) in; False when the image has no python3 to run it."""
+    code, _ = await _run(env, f"PATH={IMAGE_PATH} command -v python3")
+    if code != 0:
+        return False
+    await env.upload_file(network.SHIM, FORWARDER)
+    return True
 
 
 async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None:

@@ -16,7 +16,7 @@ import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..config import HohConfig
 from ..harness.base import HarnessAdapter
@@ -25,7 +25,7 @@ from ..paths import WorkspacePaths
 from ..store import events as ev
 from ..store.journal import Journal, RunHistory
 from .executor import RoleEnvironment
-from .harbor_env import EnvironmentSpec, EventLoop, one_line, preflight
+from .harbor_env import COMPOSE_ENGINES, EnvironmentSpec, EventLoop, one_line, preflight
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -45,8 +45,10 @@ GIVEN: ContextVar[Given | None] = ContextVar("hoh_given_environment", default=No
 
 class Environments:
     def __init__(self, config: HohConfig, paths: WorkspacePaths, journal: Journal,
-                 adapters: Mapping[str, HarnessAdapter]):
+                 adapters: Mapping[str, HarnessAdapter], warn: Callable[[str], None] = lambda message: None):
+        """`warn`: tells the user what an environment fell back to (once per environment)."""
         self.config, self.paths, self.journal, self.adapters = config, paths, journal, adapters
+        self._warn, self._said = warn, set[str]()
         self.local = config.environment.local
         self._loop: EventLoop | None = None
         self._roles: dict[str, RoleEnvironment] = {}
@@ -67,15 +69,19 @@ class Environments:
 
     def spec(self, role: str, session_id: str) -> EnvironmentSpec:
         settings, sandbox = self.config.environment, self.config.sandbox
+        # As a jailed role's: egress (the proxy, its allow-list) unless `sandbox.network: none`. A provider hoh
+        # cannot close gets a network only for a role that needs its model.
+        closable = settings.name in COMPOSE_ENGINES
         needs_model = self.adapters[role].capabilities.needs_model
+        network = sandbox.network == "shared" or (sandbox.network == "egress" and (needs_model or closable))
         dockerfile = Path(settings.dockerfile) if settings.dockerfile else None
         if dockerfile is not None and not dockerfile.is_absolute():
             dockerfile = self.paths.root / dockerfile
         return EnvironmentSpec(
             name=settings.name, role=role, session_id=session_id, dir=self.paths.environments / session_id,
             image=settings.image, dockerfile=dockerfile,
-            network=sandbox.network == "shared" or (sandbox.network == "egress" and needs_model),
-            memory_mb=sandbox.limits.memory_mb,
+            network=network, closed=network and sandbox.network == "egress" and closable,
+            memory_mb=sandbox.limits.memory_mb, processes=sandbox.limits.processes,
             kwargs=tuple(sorted(settings.kwargs.items())))
 
     def executor(self, role: str) -> Executor:
@@ -87,8 +93,14 @@ class Environments:
             given = self.given
             make = given.executor if given is not None else RoleEnvironment
             self._roles[role] = make(spec, self.loop, self.adapters[role], bounds, self._started,
-                                     env=given.env if given is not None else None)
+                                     env=given.env if given is not None else None, warn=self.warn)
         return self._roles[role]
+
+    def warn(self, message: str) -> None:
+        """Said once, however many roles' environments it is true of."""
+        if message not in self._said:
+            self._said.add(message)
+            self._warn(message)
 
     def executors(self) -> dict[str, Executor]:
         return {role: self.executor(role) for role in self.adapters}

@@ -44,7 +44,7 @@ TOKEN_VARIABLE = "HOH_EGRESS_TOKEN"
 SOCKET_PREFIX = "hoh-egress-"
 
 
-def _socket_dir() -> Path:
+def socket_dir() -> Path:
     """A short directory of hoh's for the socket (AF_UNIX paths must stay under 108 bytes)."""
     base = tempfile.gettempdir()
     base = base if len(base) < 60 else "/tmp"
@@ -53,8 +53,10 @@ def _socket_dir() -> Path:
 
 
 @contextmanager
-def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_dir: Path) -> Iterator["RoleRequest"]:
-    """The request as the CLI must see it while hoh's proxy for this attempt runs."""
+def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_dir: Path,
+                   listen_in: Path | None = None) -> Iterator["RoleRequest"]:
+    """The request as the CLI must see it while hoh's proxy for this attempt runs. `listen_in`: the directory
+    whose `egress.sock` a jailed role reaches (a closed environment's, bound into it), else one of the attempt's."""
     jail, upstream = request.jail, adapter.upstream()
     jailed = jail is not None and jail.network is Network.egress
     # Unjailed, or jailed on the machine's own network: the model route through a proxy on hoh's loopback.
@@ -69,14 +71,15 @@ def attempt_egress(adapter: "HarnessAdapter", request: "RoleRequest", attempt_di
         with EgressProxy(policy, log_path=log) as proxy:
             yield replace(request, endpoint=inside_base_url(upstream, proxy.tcp_port), egress_token=policy.token)
         return
-    socket_dir = _socket_dir()
+    directory = listen_in or socket_dir()
     try:
-        with EgressProxy(policy, unix_path=socket_dir / "egress.sock", log_path=log) as proxy:
+        with EgressProxy(policy, unix_path=directory / INSIDE_SOCKET.name, log_path=log) as proxy:
             endpoint = inside_base_url(upstream, INSIDE_PORT) if upstream else None
             yield replace(request, endpoint=endpoint, proxy_url=proxy_url(policy.token, "127.0.0.1", INSIDE_PORT),
                           egress_token=policy.token, jail=replace(jail, egress_socket=proxy.unix_path))
     finally:
-        shutil.rmtree(socket_dir, ignore_errors=True)
+        if listen_in is None:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def shim_argv(argv: list[str]) -> list[str]:

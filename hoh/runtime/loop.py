@@ -155,7 +155,8 @@ class Runtime:
             pack_history(workspace)
             sweep_cgroups()
             check_sealed_state(workspace, history)
-            environments = Environments(workspace.config, workspace.paths, journal, adapters)
+            environments = Environments(workspace.config, workspace.paths, journal, adapters,
+                                        warn=lambda message: notify("warning", message=message) if notify else None)
             try:
                 environments.check()
                 environments.stop_orphans(history)
