@@ -17,7 +17,7 @@ from typing import Any, Mapping, TypeVar
 
 from .errors import StateError
 from .fsutil import load_state
-from .statuses import LoopStatus, Verdict
+from .statuses import Verdict
 
 Json = dict[str, Any]
 R = TypeVar("R")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RoleFailed, RunEnded
 from ..harness.process import kill_running
-from ..fsutil import atomic_write_json, load_state, note_written, sha256_file
+from ..fsutil import atomic_write_json, load_state, note_written
 from ..records import DeveloperReport, Plan, TaskClaim, WorkPackage, read_developer
 from ..store import events as ev
 from ..store.gitrun import GitError
