@@ -19,6 +19,7 @@ from conftest import mini_script, run_hoh, wait_for
 from harbor_env import BASE_IMAGE, harbor  # noqa: F401 - harbor is a fixture
 from test_envs import no_container_left, running_role, write_project  # noqa: F401 - an autouse fixture
 
+from hoh.envs.verify import expected
 from hoh.harness.egress_policy import Decision, Kind, read_log
 
 ENV = ("--env", "docker", "--env-image", BASE_IMAGE)
@@ -247,3 +248,62 @@ def test_a_networked_role_s_container_reaches_hoh_s_proxy_and_nothing_else(harbo
     refused = {(r.target, r.decision) for r in read_log(attempt) if r.kind is Kind.CONNECT}
     assert refused == {(f"{gateway}:{counter.port}", Decision.DENIED), (f"{peer_ip}:8080", Decision.DENIED)}
     assert [r.status for r in read_log(attempt) if r.target.endswith("/chat")] == [200]
+
+
+# ---- a role tampers with its environment between attempts --------------------------------------------------
+WRAPPER = "#!/bin/sh\\necho hello bob\\n"
+QA_TAMPERS = [
+    # A python3 that passes every greeting check, on the image's PATH and on the one hoh gives attempts first.
+    {"run": f"(mv /usr/bin/python3 /usr/bin/python3.real && printf '{WRAPPER}' > /usr/bin/python3 && "
+            f"chmod 755 /usr/bin/python3 && printf '{WRAPPER}' > /opt/hoh/bin/python3 && "
+            "chmod 755 /opt/hoh/bin/python3) 2>/dev/null || true"},
+    {"run": "echo planted > /etc/planted 2>/dev/null || true"},  # outside anything a role may write
+    {"run": "echo planted > planted.txt 2>/dev/null || true"},  # in its view (the candidate's copy)
+    {"run": "find / -xdev -path '*/state/loops/*' -name '*.md' -exec sh -c 'echo tampered >> \"$1\"' _ {} \\; "
+            "2>/dev/null || true"},  # its frozen inputs
+    {"run": "(setsid sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 &) || true"},  # a daemon
+]
+
+
+def test_what_a_role_leaves_in_its_environment_never_reaches_a_later_attempt_or_a_replayed_check(harbor, tmp_path):
+    """QA in loop 1 wraps python3 (twice), plants files and leaves a daemon; the Developer leaves a daemon. In loop
+    2 the Developer breaks the greeter: the Runtime's replay of loop 1's check must fail in docker as it does
+    locally (a wrapper would pass it), the candidates are the same, and the tampering is journaled."""
+    script = mini_script(2)
+    script["loops"][1]["qa"]["actions"] = QA_TAMPERS
+    script["loops"][1]["qa"]["checks"][0]["attach"] = {"command": "python3 greet.py bob"}  # replayed in loop 2
+    script["loops"][1]["developer"]["actions"].append(QA_TAMPERS[-1])
+    script["loops"][2]["developer"]["actions"] = [{"write": {"path": "greet.py", "content": "print('broken')\n"}}]
+    script["loops"][2]["planner"]["reply"]["preserve"] = [{"id": "V-0001", "behaviour": "hello bob"}]
+    runs = {}
+    for mode, extra in (("local", ()), ("docker", ENV)):
+        spec = write_project(tmp_path / mode, script)
+        ws = tmp_path / mode / "ws"
+        built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "2", "-w", ws, "-q", *extra)
+        assert built.returncode in (0, 1), built.stderr
+        runs[mode] = [json.loads(line) for line in (ws / "state" / "journal.jsonl").read_text().splitlines()]
+    for mode, events in runs.items():
+        [replay] = [e for e in events if e["event"] == "checks_replayed" and e["loop"] == 2]
+        assert (replay["replayed"], replay["failed"]) == (1, 1), f"{mode}: {replay}"
+    assert [e["candidate_id"] for e in runs["docker"] if e["event"] == "loop_finished"] == \
+        [e["candidate_id"] for e in runs["local"] if e["event"] == "loop_finished"]
+    found = [e for e in runs["docker"] if e["event"] == "environment_tampered"]
+    qa = [e for e in found if e["role"] == "qa" and e["changes"]]
+    assert qa and {"C /usr/bin/python3", "A /etc/planted"} <= set(qa[0]["changes"]), found
+    assert not [c for e in found for c in e["changes"] if "planted.txt" in c or "/opt/hoh" in c]
+    [daemon] = [e for e in found if e["role"] == "developer"]  # killed before the Developer's next attempt
+    assert daemon["processes"] >= 1 and daemon["changes"] == [], found
+    assert not [e for e in runs["local"] if e["event"] == "environment_tampered"]
+    # QA's replaced environment was stopped and a fresh one started in its place.
+    qa_sessions = [e["session_id"] for e in runs["docker"] if e["event"] == "environment_started" and e["role"] == "qa"]
+    assert len(qa_sessions) >= 2 and qa[0]["session_id"] == qa_sessions[0]
+
+
+def test_only_hoh_s_own_paths_and_the_way_to_them_are_expected_changes():
+    allowed = ("/opt/hoh", "/tmp", "/work/ws")
+    for line in ("A /opt/hoh/bin/python3", "C /tmp", "A /tmp/x", "C /work", "A /work", "A /work/ws/project/a.py",
+                 "D /work/ws/x", "C /opt"):
+        assert expected(line, allowed), line
+    for line in ("C /usr/bin/python3", "A /etc/ld.so.preload", "A /opt/hohx", "A /work/wsx", "D /tmp2", "D /work",
+                 "D /opt", "C /root/.bashrc"):
+        assert not expected(line, allowed), line

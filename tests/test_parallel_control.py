@@ -69,7 +69,12 @@ def test_a_second_ctrl_c_kills_every_running_developer_at_once(tmp_path):
     both_started(p)
     pids = [e["pid"] for e in events(p) if e["event"] == "process_started" and e.get("package")]
     build.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    # The second Ctrl-C only once hoh has taken the first: two signals before its handler runs are one.
+    said = ""
+    while "stopping after the current role attempt" not in said:
+        line = build.stderr.readline()
+        assert line, f"hoh ended before it took the first Ctrl-C: {said}"
+        said += line
     build.send_signal(signal.SIGINT)
     assert build.wait(timeout=30) == 130
     assert events(p)[-1]["status"] == "interrupted"

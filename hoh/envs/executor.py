@@ -22,6 +22,7 @@ import dataclasses
 import shutil
 import tempfile
 import threading
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, TypeVar
@@ -34,9 +35,10 @@ from ..harness.egress_policy import inside_base_url, proxy_url
 from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import attempt_egress, proxy_env, socket_dir
-from . import supervise, transfer
+from ..store import events as ev
+from . import supervise, transfer, verify
 from .harbor_env import COMPOSE_ENGINES, EnvironmentSpec, EventLoop, one_line
-from .install import FORWARDER, SITE, gateway_of, install_forwarder, install_harness
+from .install import BIN, FORWARDER, SITE, Programs, gateway_of, install_forwarder, install_harness
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -48,6 +50,8 @@ PATH = f"{supervise.ROOT}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 OPEN_FALLBACK = ("--env {name}: the image has no python3 to run hoh's forwarder to its proxy, so the roles' containers "
                  "are on a bridge network: pointed at the proxy, but their direct connections are not blocked; add "
                  "python3 to the image to close them")
+UNVERIFIED = ("--env {name}: hoh cannot ask this provider what a role changed in its environment between two "
+              "attempts; a role's leftovers outside its view are not looked for there")
 START_TIMEOUT = 1800.0
 """An image may be built at the start (a Dockerfile): half an hour before hoh gives up on it."""
 COPY_TIMEOUT = 1800.0
@@ -69,16 +73,25 @@ async def unscoped(env: "BaseEnvironment | None", coro: Coroutine[Any, Any, T]) 
 class RoleEnvironment(Executor):
     def __init__(self, spec: EnvironmentSpec, loop: EventLoop, adapter: "HarnessAdapter", bounds: tuple[Path, ...],
                  on_start: Callable[[EnvironmentSpec], None], env: "BaseEnvironment | None" = None,
-                 warn: Callable[[str], None] = lambda message: None):
+                 warn: Callable[[str], None] = lambda message: None,
+                 record: Callable[[ev.Event], None] = lambda event: None):
         """`env`: an environment someone else started and stops (a Harbor trial's); else hoh makes its own.
-        `warn`: tells the user, once, what the environment fell back to."""
+        `warn`: tells the user, once, what the environment fell back to; `record`: journals what it found."""
         self.spec, self.loop, self.adapter = spec, loop, adapter
         self.name = spec.name
         self.bounds = tuple(b.resolve() for b in bounds)
         """What may go in at all: the workspace and the project (never a host path a setting names)."""
         self.on_start = on_start
-        self.warn = warn
+        self.warn, self.record = warn, record
         self.env = env
+        self.programs: Programs = {}
+        """hoh's programs there, put in afresh before every attempt that runs alone there (`verify.py`)."""
+        self.inflight = 0
+        self.own: tuple[int, ...] = ()
+        self.baseline: set[str] = set()
+        """What the engine listed as changed in it when it had started (`verify.py`)."""
+        """The environment's own processes (its init, what init started): never killed between attempts."""
+        self._verified: set[Path] = set()
         self.socket_dir: Path | None = None
         """Where hoh's proxy listens for a closed environment (bound in at `INSIDE_SOCKET`'s dir)."""
         self.owned = env is None
@@ -104,17 +117,24 @@ class RoleEnvironment(Executor):
             self.spec = dataclasses.replace(self.spec, closed=False)  # its owner made its network
         if self.env is None:
             self.on_start(self.spec)
-            if self.spec.closed:
+            if self.spec.closed and self.socket_dir is None:
                 self.socket_dir = socket_dir()
             self.env = self.spec.make(self.socket_dir)  # from here on `stopped` has something to stop
         env = self.env
         try:
             if self.owned:
                 self._run(env.start(force_build=False), START_TIMEOUT)
-            self._run(install_harness(env, self.adapter), START_TIMEOUT)
-            if self.spec.closed and not self._run(install_forwarder(env), START_TIMEOUT):
-                self._reopen()
-                return self._start()
+                own = self._run(env.exec(supervise.own_processes(), timeout_sec=60), 120)
+                self.own = tuple(int(p) for p in (own.stdout or "").split() if p.isdigit())
+                if verify.engine_of(env) is not None:
+                    self.baseline = self._run(verify.changes(env, self.spec.session_id), 300)
+            self.programs = self._run(install_harness(env, self.adapter), START_TIMEOUT)
+            if self.spec.closed:
+                forwarder = self._run(install_forwarder(env), START_TIMEOUT)
+                if forwarder is None:
+                    self._reopen()
+                    return self._start()
+                self.programs.update(forwarder)
             if self.spec.network and not self.spec.closed and self.adapter.upstream() and not self.key_inside:
                 self.gateway = self._run(gateway_of(env), 120)
             self.ready = True
@@ -133,13 +153,40 @@ class RoleEnvironment(Executor):
                                          f"to start again on a bridge network: {error}")
         self.spec = dataclasses.replace(self.spec, closed=False)
 
+    def _check_between(self, attempt_dir: Path) -> None:
+        """Before an attempt that runs alone there: an environment an earlier one changed outside hoh's paths
+        is replaced by a fresh one (`verify.py`), and that is journaled."""
+        with self._lock:
+            if self.inflight or not self.owned or self.env is None or self.runs == 0 or attempt_dir in self._verified:
+                return
+            self._verified.add(attempt_dir)
+            if verify.engine_of(self.env) is None:
+                self.warn(UNVERIFIED.format(name=self.spec.name))
+                return
+            allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
+            try:
+                changes = self._run(verify.unexpected_changes(self.env, self.spec.session_id, allowed,
+                                                              self.baseline), 300)
+            except (OSError, TimeoutError) as err:
+                changes = [f"? the engine could not say what changed: {one_line(err)}"]
+            if not changes:
+                return
+            self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
+                                               changes=verify.summary(changes)))
+            old, error = self.spec.session_id, self.loop.run(self.stopped(keep_socket=True))
+            self.record(ev.EnvironmentStopped(session_id=old, error=error))
+            fresh = f"hoh-{self.spec.role}-{uuid.uuid4().hex[:10]}"
+            self.spec = dataclasses.replace(self.spec, session_id=fresh, dir=self.spec.dir.parent / fresh)
+            self._start()
+
     def prepare(self) -> None:
         self.start()
 
-    async def stopped(self) -> str | None:
-        """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed."""
-        env, self.env, self.ready = self.env, None, False
-        if self.socket_dir is not None:
+    async def stopped(self, keep_socket: bool = False) -> str | None:
+        """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed.
+        `keep_socket`: its proxy's directory stays, for the fresh environment that replaces it."""
+        env, self.env, self.ready, self.gateway = self.env, None, False, None
+        if self.socket_dir is not None and not keep_socket:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
         if env is None or not self.owned:
@@ -156,6 +203,7 @@ class RoleEnvironment(Executor):
     @contextmanager
     def placed(self, adapter: "HarnessAdapter", request: RoleRequest, attempt_dir: Path) -> Iterator[RoleRequest]:
         self.start()
+        self._check_between(attempt_dir)
         request = dataclasses.replace(request, site=ProgramSite("python3", SITE))
         if self.socket_dir is not None:
             # Closed: the role's own loopback, relayed to this proxy, as a jailed role's (the same allow-list).
@@ -186,8 +234,21 @@ class RoleEnvironment(Executor):
 
     def execute(self, launch: Launch, request: RoleRequest, attempt_dir: Path,
                 on_spawn: Callable[[int], None] | None) -> Execution:
+        self.start()
+        self._check_between(attempt_dir)
+        self._verified.discard(attempt_dir)
+        with self._lock:
+            alone = self.inflight == 0 and self.owned
+            self.inflight += 1
+        try:
+            return self._execute(launch, request, attempt_dir, alone)
+        finally:
+            with self._lock:
+                self.inflight -= 1
+
+    def _execute(self, launch: Launch, request: RoleRequest, attempt_dir: Path, alone: bool) -> Execution:
         env = self.env
-        assert env is not None, "placed() starts the environment"
+        assert env is not None, "started above"
         jail = launch.jail
         writable = transfer.outermost(p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir())
         visible = [p for p in (*(jail.read_only if jail else ()), launch.cwd) if self._inside(p)]
@@ -212,15 +273,21 @@ class RoleEnvironment(Executor):
             "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
             "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}, durable=False)
         roots = transfer.outermost([*writable, *visible])
+        placed = [str(r) for r in roots if len(r.parts) > 2]
         try:
             with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
                 transfer.stage(roots, hidden, Path(staging))
+                if alone:  # hoh's programs afresh too: an earlier attempt may have changed or added to them
+                    placed += stage_programs(self.programs, Path(staging))
                 supervise.stage_stdin(attempt, launch.stdin, Path(staging))
                 supervise.stage_env(attempt, variables, Path(staging))
                 self._run(env.upload_dir(staging, attempt.incoming), COPY_TIMEOUT)
-            code, limit, seconds = self._run(supervise.run(
-                env, attempt, [str(r) for r in roots if len(r.parts) > 2], argv, str(launch.cwd),
-                wall=request.wall_timeout, idle=request.idle_timeout, max_output=request.max_output_bytes))
+            ran = self._run(supervise.run(env, attempt, placed, argv, str(launch.cwd), wall=request.wall_timeout,
+                                          idle=request.idle_timeout, max_output=request.max_output_bytes,
+                                          keep=self.own if alone else None))
+            if ran.leftovers:
+                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
+                                                   processes=ran.leftovers))
             incoming = transfer.scratch_beside(attempt_dir)
             try:
                 streams, copies = self._run(supervise.collect(
@@ -243,7 +310,7 @@ class RoleEnvironment(Executor):
                                      launch.argv[0])
             return Execution(empty, f"the {self.spec.name} environment failed ({one_line(error)})")
         out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
-        return Execution(supervise.result(code, limit, seconds, out, err, launch.argv[0]))
+        return Execution(supervise.result(ran.code, ran.limit, ran.seconds, out, err, launch.argv[0]))
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """`coro` on the event loop, its execs in the environment carrying only what hoh gives each (`unscoped`)."""
@@ -251,3 +318,15 @@ class RoleEnvironment(Executor):
 
     def _inside(self, path: Path) -> bool:
         return any(path.resolve().is_relative_to(b) for b in self.bounds)
+
+
+def stage_programs(programs: Programs, staging: Path) -> list[str]:
+    """hoh's programs, staged with an attempt's view; returns the paths to put them at (the whole of `BIN`: a
+    program an attempt added there is gone)."""
+    (staging / BIN.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for path, content in programs.items():
+        staged = staging / path.lstrip("/")
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_bytes(content)
+        staged.chmod(0o755)
+    return [BIN, *sorted(p for p in programs if not p.startswith(f"{BIN}/"))]

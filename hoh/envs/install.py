@@ -122,7 +122,13 @@ def _last_line(output: str) -> str:
     return " ".join((output.strip().splitlines() or ["no output"])[-1].split())[:300]
 
 
-async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None:
+Programs = dict[str, bytes]
+"""hoh's small programs in an environment (its path there: its content), which decide how an attempt runs and
+what its outcome is: put in afresh before every attempt (`hoh/envs/verify.py`)."""
+
+
+async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> Programs:
+    """Install what the harness runs there; returns hoh's programs (the supervisor, a shim on PATH)."""
     code, output = await _run(env, f"mkdir -p {BIN} {ROOT}/attempts && for p in wc head kill date sleep; "
                                   'do command -v "$p" >/dev/null || { echo "no $p"; exit 3; }; done')
     if code != 0:
@@ -139,20 +145,21 @@ async def install_harness(env: "BaseEnvironment", adapter: "HarnessAdapter") -> 
                                              "in the environment's image; use an image that has one")
             scripted_site(Path(tmp, "site"))
             await env.upload_dir(Path(tmp, "site"), SITE)
-            return
-    await install_cli(env, adapter)
+            return {SUPERVISOR_PATH: SUPERVISOR.encode()}
+    return {SUPERVISOR_PATH: SUPERVISOR.encode(), **await install_cli(env, adapter)}
 
 
-async def install_forwarder(env: "BaseEnvironment") -> bool:
-    """Put hoh's forwarder (a standard-library script) in; False when the image has no python3 to run it."""
+async def install_forwarder(env: "BaseEnvironment") -> Programs | None:
+    """Put hoh's forwarder (a standard-library script) in; None when the image has no python3 to run it."""
     code, _ = await _run(env, f"PATH={IMAGE_PATH} command -v python3")
     if code != 0:
-        return False
+        return None
     await env.upload_file(network.SHIM, FORWARDER)
-    return True
+    return {FORWARDER: network.SHIM.read_bytes()}
 
 
-async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None:
+async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> Programs:
+    """The CLI at its pinned version (or the image's own); returns its shim on PATH, if hoh wrote one."""
     caps = adapter.capabilities
     if adapter.config.command or not caps.npm_spec or not caps.executable:
         # A command of the user's own (`harness.command`), or a CLI hoh knows no package of: the image has it.
@@ -160,7 +167,7 @@ async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None
         if code != 0:
             raise EnvironmentUnavailable(f"{adapter.name}: '{adapter.command}' is not installed in the environment's "
                                          f"image; add it to the image ({caps.install_hint})")
-        return
+        return {}
     exe, pinned = caps.executable, node.parse_version(caps.tested_version or "")
     code, output = await _run(env, PROBE.format(bundles=" ".join(CA_BUNDLES), path=IMAGE_PATH, exe=shlex.quote(exe)))
     facts = ImageFacts.parse(output)
@@ -168,7 +175,7 @@ async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None
         raise EnvironmentUnavailable(f"{adapter.name}: the environment's shell did not answer hoh's probe "
                                      f"({_last_line(output)})")
     if pinned is not None and facts.cli_version == pinned:
-        return  # the image's own CLI, at the version hoh is tested with
+        return {}  # the image's own CLI, at the version hoh is tested with
     prefix = await asyncio.to_thread(node.npm_install, caps.npm_spec)
     entry = node.bin_entry(prefix, caps.npm_package or "", exe).resolve()
     home = f"{ROOT}/cli/{adapter.name}-{caps.tested_version}"
@@ -193,7 +200,9 @@ async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> None
         programs.append((script, f"{BIN}/{exe}"))
         for source, target in programs:
             await asyncio.wait_for(env.upload_file(source, target), UPLOAD_TIMEOUT)
+        on_path = script.read_bytes()
     await _verify(env, adapter, exe, pinned, [target for _source, target in programs])
+    return {f"{BIN}/{exe}": on_path}
 
 
 def shim(adapter: "HarnessAdapter", command: str, ca_bundle: str | None) -> str:

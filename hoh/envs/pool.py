@@ -69,9 +69,10 @@ class Environments:
 
     def spec(self, role: str, session_id: str) -> EnvironmentSpec:
         settings, sandbox = self.config.environment, self.config.sandbox
-        # As a jailed role's: egress (the proxy, its allow-list) unless `sandbox.network: none`. A provider hoh
-        # cannot close gets a network only for a role that needs its model.
-        closable = settings.name in COMPOSE_ENGINES
+        # As a jailed role's: egress (the proxy, its allow-list) unless `sandbox.network: none`. An environment hoh
+        # cannot close (a provider's, a Harbor trial's, made by its owner) gets a network only for a role that needs
+        # its model.
+        closable = settings.name in COMPOSE_ENGINES and self.given is None
         needs_model = self.adapters[role].capabilities.needs_model
         network = sandbox.network == "shared" or (sandbox.network == "egress" and (needs_model or closable))
         dockerfile = Path(settings.dockerfile) if settings.dockerfile else None
@@ -93,7 +94,8 @@ class Environments:
             given = self.given
             make = given.executor if given is not None else RoleEnvironment
             self._roles[role] = make(spec, self.loop, self.adapters[role], bounds, self._started,
-                                     env=given.env if given is not None else None, warn=self.warn)
+                                     env=given.env if given is not None else None, warn=self.warn,
+                                     record=self.journal.append)
         return self._roles[role]
 
     def warn(self, message: str) -> None:

@@ -28,7 +28,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Iterable, Literal
 
 from ..evidence.checks import ENV_NAME
 from ..harness.process import KILL_GRACE_SECONDS, ProcessResult, file_excerpt
@@ -126,14 +126,43 @@ def _signal(attempt: Attempt, sig: str) -> str:
 
 
 Limit = Literal["wall", "idle", "output"]
+LIVE = ('for d in /proc/[0-9]*; do p=${d#/proc/}; case " $keep $$ " in *" $p "*) continue ;; esac; '
+        'read -r s < "$d/stat" 2>/dev/null || continue; s=${s##*) }; [ "${s%% *}" = Z ] || live="$live $p"; done')
+"""The processes in the environment but `$keep` and this shell, zombies not counted (an init that is `sleep`
+reaps none), as `$live`."""
+
+
+def sweep(keep: Iterable[int]) -> str:
+    """A shell command that kills every process an earlier attempt left running (all but `keep`, the
+    environment's own: its init and what init started), empties /tmp, and prints `left=N` first."""
+    return (f'keep="{" ".join(map(str, keep))}"; left=0; for pass in 1 2 3; do live=""; {LIVE}; '
+            '[ -n "$live" ] || break; set -- $live; left=$((left + $#)); kill -9 $live 2>/dev/null; done; '
+            'rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null; echo "left=$left"')
+
+
+def own_processes() -> str:
+    """A shell command printing the environment's own processes (run once, before any attempt)."""
+    return f'keep=""; live=""; {LIVE}; echo $live'
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int | None
+    """The exit code; None when a limit killed it."""
+    limit: Limit | None
+    seconds: float
+    leftovers: int = 0
+    """Processes an earlier attempt had left running in the environment, killed before this one started."""
 
 
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
-              wall: float, idle: float, max_output: int) -> tuple[int | None, Limit | None, float]:
+              wall: float, idle: float, max_output: int, keep: tuple[int, ...] | None = None) -> Ran:
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
-    its end or a limit: (exit code, None when killed; the limit that stopped it; seconds)."""
+    its end or a limit. `keep` (no other attempt runs there): kill whatever an earlier one left running but
+    those processes, and empty /tmp, first."""
     q = shlex.quote
-    place = [f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}"]
+    place = [sweep(keep)] if keep is not None else []
+    place.append(f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}")
     for root in [*roots, attempt.dir]:
         staged = f"{attempt.incoming}{root}"
         place.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
@@ -148,6 +177,11 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
                             f"{_wait(attempt, window, max_output)}", timeout_sec=EXEC_TIMEOUT + math.ceil(window))
     if result.return_code != 0:
         raise OSError(f"the environment would not start the attempt: {(result.stderr or result.stdout or '').strip()}")
+    leftovers = 0
+    if keep is not None:
+        first, _, rest = (result.stdout or "").partition("\n")
+        leftovers = int(first.removeprefix("left=")) if first.startswith("left=") and first[5:].isdigit() else 0
+        result = result.model_copy(update={"stdout": rest})
     seen = 0
     try:
         while True:
@@ -155,14 +189,15 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
             now = time.monotonic()
             if code is not None:
                 # A flood that ended before hoh looked is still cut at the cap when it is copied out.
-                return (None, "output", round(now - begun, 3)) if size > max_output else (code, None, round(now - begun, 3))
+                return Ran(None, "output", round(now - begun, 3), leftovers) if size > max_output \
+                    else Ran(code, None, round(now - begun, 3), leftovers)
             if size != seen:
                 seen, last_activity = size, now
             limit: Limit | None = ("wall" if now - begun > wall else "idle" if now - last_activity > idle
                                    else "output" if size > max_output else None)
             if limit is not None:
                 await kill(env, attempt)
-                return None, limit, round(time.monotonic() - begun, 3)
+                return Ran(None, limit, round(time.monotonic() - begun, 3), leftovers)
             window = max(1.0, min(LOOK_SECONDS, wall - (now - begun), idle - (now - last_activity)))
             result = await env.exec(_wait(attempt, window, max_output), timeout_sec=EXEC_TIMEOUT + math.ceil(window))
     except asyncio.CancelledError:

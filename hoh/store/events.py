@@ -10,7 +10,7 @@ fields that are None are left out.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 STEPS = ("planner", "developer", "freeze", "replay", "qa", "admit", "evidence")
@@ -168,6 +168,20 @@ class EnvironmentStopped(Event):
     """Stopped by a later session: the one that started it ended without stopping it (kill -9)."""
     error: str | None = None
     """Why stopping it failed, when it did."""
+
+
+@event
+class EnvironmentTampered(Event):
+    """Between two attempts, a role's environment was found changed where no attempt may leave anything (its
+    engine's diff, `hoh/envs/verify.py`), or with processes an attempt left running. Changed paths: replaced by
+    a fresh environment before the next attempt; processes: killed before it started."""
+
+    kind = "environment_tampered"
+    role: str
+    session_id: str
+    changes: list[str] = field(default_factory=list)
+    """The engine's lines for what changed ("C /usr/bin", "A /usr/bin/python3.real"), at most 20."""
+    processes: int = 0
 
 
 @event
