@@ -31,8 +31,7 @@ from ..errors import EnvironmentUnavailable
 from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
 from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
-from ..harness.egress_policy import inside_base_url, proxy_url
-from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET
+from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET, inside_base_url, proxy_url
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import attempt_egress, proxy_env, socket_dir
 from ..store import events as ev
@@ -88,9 +87,9 @@ class RoleEnvironment(Executor):
         """hoh's programs there, put in afresh before every attempt that runs alone there (`verify.py`)."""
         self.inflight = 0
         self.own: tuple[int, ...] = ()
+        """The environment's own processes (its init, what init started): never killed between attempts."""
         self.baseline: set[str] = set()
         """What the engine listed as changed in it when it had started (`verify.py`)."""
-        """The environment's own processes (its init, what init started): never killed between attempts."""
         self._verified: set[Path] = set()
         self.socket_dir: Path | None = None
         """Where hoh's proxy listens for a closed environment (bound in at `INSIDE_SOCKET`'s dir)."""
