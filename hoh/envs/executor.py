@@ -88,6 +88,8 @@ class RoleEnvironment(Executor):
         self.inflight = 0
         self.own: tuple[int, ...] = ()
         """The environment's own processes (its init, what init started): never killed between attempts."""
+        self.container: str | None = None
+        """Its engine's id of the container (Docker, Podman), asked once it has started (`verify.py`)."""
         self.baseline: set[str] = set()
         """What the engine listed as changed in it when it had started (`verify.py`)."""
         self._verified: set[Path] = set()
@@ -112,8 +114,6 @@ class RoleEnvironment(Executor):
     def _start(self) -> None:
         if self.ready:
             return
-        if not self.owned:
-            self.spec = dataclasses.replace(self.spec, closed=False)  # its owner made its network
         if self.env is None:
             self.on_start(self.spec)
             if self.spec.closed and self.socket_dir is None:
@@ -126,7 +126,8 @@ class RoleEnvironment(Executor):
                 own = self._run(env.exec(supervise.own_processes(), timeout_sec=60), 120)
                 self.own = tuple(int(p) for p in (own.stdout or "").split() if p.isdigit())
                 if verify.engine_of(env) is not None:
-                    self.baseline = self._run(verify.changes(env, self.spec.session_id), 300)
+                    self.container = self._run(verify.container_of(env, self.spec.session_id), 300)
+                    self.baseline = self._run(verify.changes(env, self.container), 300)
             self.programs = self._run(install_harness(env, self.adapter), START_TIMEOUT)
             if self.spec.closed:
                 forwarder = self._run(install_forwarder(env), START_TIMEOUT)
@@ -159,13 +160,13 @@ class RoleEnvironment(Executor):
             if self.inflight or not self.owned or self.env is None or self.runs == 0 or attempt_dir in self._verified:
                 return
             self._verified.add(attempt_dir)
-            if verify.engine_of(self.env) is None:
+            if self.container is None:
                 self.warn(UNVERIFIED.format(name=self.spec.name))
                 return
             allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
             try:
-                changes = self._run(verify.unexpected_changes(self.env, self.spec.session_id, allowed,
-                                                              self.baseline), 300)
+                changes = self._run(verify.unexpected_changes(self.env, self.container, allowed, self.baseline),
+                                    300)
             except (OSError, TimeoutError) as err:
                 changes = [f"? the engine could not say what changed: {one_line(err)}"]
             if not changes:
@@ -184,7 +185,7 @@ class RoleEnvironment(Executor):
     async def stopped(self, keep_socket: bool = False) -> str | None:
         """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed.
         `keep_socket`: its proxy's directory stays, for the fresh environment that replaces it."""
-        env, self.env, self.ready, self.gateway = self.env, None, False, None
+        env, self.env, self.ready, self.gateway, self.container = self.env, None, False, None, None
         if self.socket_dir is not None and not keep_socket:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None

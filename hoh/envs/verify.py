@@ -11,7 +11,7 @@ one before the next attempt, and that is journaled. Nothing in the container can
 engine: the container cannot reach the engine, and the diff is computed by the engine from its own layers.
 
 Of `/opt/hoh`, what decides an attempt's outcome is put in afresh before each attempt (the supervisor that
-records the exit code, the forwarder, the programs on the attempt's PATH: `Attempt` in `supervise.py`). What
+records the exit code, the forwarder, the programs on the attempt's PATH: `stage_programs` in `executor.py`). What
 stays is a CLI's installed files: a role that alters them alters only its own later attempts, never a check.
 
 A process left running (a daemon) is killed before the next attempt starts, and counted (`supervise.run`).
@@ -21,8 +21,9 @@ Only Docker and Podman containers can be asked this way; other providers are sai
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import TYPE_CHECKING, Iterable
+
+from ..harness.process import inherited
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 TIMEOUT = 120.0
 SHOWN = 20
 """At most this many changed paths are journaled (the count says how many there were)."""
-ENGINE_VARIABLES = ("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR")
-"""What the engine's client needs of hoh's environment, besides its own `DOCKER_*` and `CONTAINER*` settings."""
 
 
 def engine_of(env: "BaseEnvironment") -> tuple[str, ...] | None:
@@ -44,15 +43,11 @@ def engine_of(env: "BaseEnvironment") -> tuple[str, ...] | None:
     return engine or None
 
 
-def _engine_environment() -> dict[str, str]:
-    return {name: value for name, value in os.environ.items()
-            if name in ENGINE_VARIABLES or name.startswith(("DOCKER_", "CONTAINER"))}
-
-
 async def _ask(engine: tuple[str, ...], *args: str) -> str:
     process = await asyncio.create_subprocess_exec(*engine, *args, stdin=asyncio.subprocess.DEVNULL,
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                   env=_engine_environment())
+                                                   env=inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR",
+                                                                 prefixes=("DOCKER_", "CONTAINER")))
     try:
         out, err = await asyncio.wait_for(process.communicate(), TIMEOUT)
     except asyncio.TimeoutError:
@@ -74,25 +69,34 @@ def expected(line: str, allowed: Iterable[str]) -> bool:
     return False
 
 
-async def changes(env: "BaseEnvironment", project: str) -> set[str]:
-    """Every change the engine lists in the environment's `main` container since its image; OSError when the
-    engine cannot say."""
+def _engine(env: "BaseEnvironment") -> tuple[str, ...]:
     engine = engine_of(env)
     if engine is None:
         raise OSError("not a Docker or Podman environment")
-    found = (await _ask(engine, "ps", "-q", "--filter", f"label=com.docker.compose.project={project}",
+    return engine
+
+
+async def container_of(env: "BaseEnvironment", project: str) -> str:
+    """The id of the environment's `main` container (asked once, when it has started); OSError when the engine
+    lists none or several."""
+    found = (await _ask(_engine(env), "ps", "-q", "--filter", f"label=com.docker.compose.project={project}",
                         "--filter", "label=com.docker.compose.service=main")).split()
     if len(found) != 1:
         raise OSError(f"the engine lists {len(found)} containers for {project}")
-    return {line for line in (await _ask(engine, "diff", found[0])).splitlines() if line.strip()}
+    return found[0]
 
 
-async def unexpected_changes(env: "BaseEnvironment", project: str, allowed: Iterable[str],
+async def changes(env: "BaseEnvironment", container: str) -> set[str]:
+    """Every change the engine lists in the container since its image; OSError when the engine cannot say."""
+    return {line for line in (await _ask(_engine(env), "diff", container)).splitlines() if line.strip()}
+
+
+async def unexpected_changes(env: "BaseEnvironment", container: str, allowed: Iterable[str],
                              baseline: set[str]) -> list[str]:
     """The changes that are neither hoh's (`allowed`) nor the environment's own at its start (`baseline`: the
     provider's mount points, say)."""
     allowed = tuple(allowed)
-    return sorted(line for line in await changes(env, project) - baseline if not expected(line, allowed))
+    return sorted(line for line in await changes(env, container) - baseline if not expected(line, allowed))
 
 
 def summary(changes: list[str]) -> list[str]:
