@@ -31,13 +31,28 @@ from ..errors import EnvironmentUnavailable
 from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
 from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
-from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET, inside_base_url, proxy_url
+from ..harness.egress_policy import (
+    INSIDE_PORT,
+    INSIDE_SOCKET,
+    inside_base_url,
+    proxy_url,
+)
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import attempt_egress, proxy_env, socket_dir
+from ..runtime.guard import HashCache
 from ..store import events as ev
-from . import supervise, transfer, verify
-from .harbor_env import COMPOSE_ENGINES, EnvironmentSpec, EventLoop, one_line
-from .install import BIN, FORWARDER, SITE, Programs, gateway_of, install_forwarder, install_harness
+from . import supervise, sync, transfer, verify
+from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line
+from .install import (
+    BIN,
+    FORWARDER,
+    SITE,
+    Programs,
+    gateway_of,
+    install_forwarder,
+    install_harness,
+)
+from .moving import Move
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -98,9 +113,14 @@ class RoleEnvironment(Executor):
         self.owned = env is None
         self.ready = False
         self.gateway: str | None = None
-        self.key_inside = spec.network and spec.name not in COMPOSE_ENGINES
+        self.key_inside = spec.network and not compose_based(spec.name)
         """A cloud sandbox cannot reach hoh's proxy: its CLI gets the endpoint and the key as Harbor's own agents
         pass them, and what comes back is scrubbed of the key (`HarnessAdapter._run`)."""
+        self.python = False
+        """Whether its image has python3, which keeps a view there between attempts (`sync.py`)."""
+        self.held: sync.Held | None = None
+        """What it keeps of the role's view; None: the next attempt alone there sends all of it."""
+        self.cache = HashCache()
         self.runs = 0
         self._lock = threading.Lock()
         """Developers working at once (`runtime/packages.py`) share their role's environment: it starts once, and
@@ -123,8 +143,10 @@ class RoleEnvironment(Executor):
         try:
             if self.owned:
                 self._run(env.start(force_build=False), START_TIMEOUT)
-                own = self._run(env.exec(supervise.own_processes(), timeout_sec=60), 120)
+                own = self._run(env.exec(f"{supervise.own_processes()}; command -v python3 >/dev/null && echo python3",
+                                         timeout_sec=60), 120)
                 self.own = tuple(int(p) for p in (own.stdout or "").split() if p.isdigit())
+                self.python = "python3" in (own.stdout or "").split()
                 if verify.engine_of(env) is not None:
                     self.container = self._run(verify.container_of(env, self.spec.session_id), 300)
                     self.baseline = self._run(verify.changes(env, self.container), 300)
@@ -173,11 +195,15 @@ class RoleEnvironment(Executor):
                 return
             self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
                                                changes=verify.summary(changes)))
-            old, error = self.spec.session_id, self.loop.run(self.stopped(keep_socket=True))
-            self.record(ev.EnvironmentStopped(session_id=old, error=error))
-            fresh = f"hoh-{self.spec.role}-{uuid.uuid4().hex[:10]}"
-            self.spec = dataclasses.replace(self.spec, session_id=fresh, dir=self.spec.dir.parent / fresh)
-            self._start()
+            self._replace()
+
+    def _replace(self) -> None:
+        """A fresh environment in place of this one (its proxy's socket dir kept), journaled."""
+        old, error = self.spec.session_id, self.loop.run(self.stopped(keep_socket=True))
+        self.record(ev.EnvironmentStopped(session_id=old, error=error))
+        fresh = f"hoh-{self.spec.role}-{uuid.uuid4().hex[:10]}"
+        self.spec = dataclasses.replace(self.spec, session_id=fresh, dir=self.spec.dir.parent / fresh)
+        self._start()
 
     def prepare(self) -> None:
         self.start()
@@ -186,6 +212,7 @@ class RoleEnvironment(Executor):
         """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed.
         `keep_socket`: its proxy's directory stays, for the fresh environment that replaces it."""
         env, self.env, self.ready, self.gateway, self.container = self.env, None, False, None, None
+        self.held = None
         if self.socket_dir is not None and not keep_socket:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
@@ -272,36 +299,19 @@ class RoleEnvironment(Executor):
         atomic_write_json(attempt_dir / "command.json", {
             "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
             "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}, durable=False)
-        roots = transfer.outermost([*writable, *visible])
-        placed = [str(r) for r in roots if len(r.parts) > 2]
+        with self._lock:  # a view kept there is only for attempts that run there alone
+            if alone and self.python and self.container is not None:
+                self.held = self.held or sync.Held()
+            elif not alone:
+                self.held = None
+            move = Move(attempt, transfer.outermost([*writable, *visible]), writable, tuple(hidden),
+                        self.held if alone else None, self.cache)
+        command = {"argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
+                   "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}
+        atomic_write_json(attempt_dir / "command.json", command, durable=False)
         try:
-            with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
-                transfer.stage(roots, hidden, Path(staging))
-                if alone:  # hoh's programs afresh too: an earlier attempt may have changed or added to them
-                    placed += stage_programs(self.programs, Path(staging))
-                supervise.stage_stdin(attempt, launch.stdin, Path(staging))
-                supervise.stage_env(attempt, variables, Path(staging))
-                self._run(env.upload_dir(staging, attempt.incoming), COPY_TIMEOUT)
-            ran = self._run(supervise.run(env, attempt, placed, argv, str(launch.cwd), wall=request.wall_timeout,
-                                          idle=request.idle_timeout, max_output=request.max_output_bytes,
-                                          keep=self.own if alone else None))
-            if ran.leftovers:
-                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
-                                                   processes=ran.leftovers))
-            incoming = transfer.scratch_beside(attempt_dir)
-            try:
-                streams, copies = self._run(supervise.collect(
-                    env, attempt, [str(w.resolve()) for w in writable], request.max_output_bytes, incoming), COPY_TIMEOUT)
-                for name in ("events.jsonl", "stderr.log"):
-                    source, dest = streams / name, attempt_dir / name
-                    if source.is_file() and not source.is_symlink():
-                        source.replace(dest)
-                    else:
-                        dest.write_bytes(b"")
-                for path, copy in zip(writable, copies):
-                    transfer.adopt(copy, path, keep=[h for h in hidden if h.resolve().is_relative_to(path.resolve())])
-            finally:
-                shutil.rmtree(incoming, ignore_errors=True)
+            ran = self._start_attempt(env, move, launch, request, variables, argv, alone)
+            self._collect(env, move, request, attempt_dir)
         except (OSError, TimeoutError, RuntimeError, shutil.Error) as error:
             for name in ("events.jsonl", "stderr.log"):
                 if not (attempt_dir / name).exists():
@@ -309,8 +319,80 @@ class RoleEnvironment(Executor):
             empty = supervise.result(None, None, 0.0, attempt_dir / "events.jsonl", attempt_dir / "stderr.log",
                                      launch.argv[0])
             return Execution(empty, f"the {self.spec.name} environment failed ({one_line(error)})")
+        atomic_write_json(attempt_dir / "command.json", {**command, "bytes_in": move.moved_in,
+                                                         "bytes_out": move.moved_out}, durable=False)
         out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
         return Execution(supervise.result(ran.code, ran.limit, ran.seconds, out, err, launch.argv[0]))
+
+    def _start_attempt(self, env: "BaseEnvironment", move: Move, launch: Launch, request: RoleRequest,
+                       variables: dict[str, str], argv: list[str], alone: bool) -> supervise.Ran:
+        """The view in, hoh's programs afresh (alone), the CLI started. A kept view a role changed is put right
+        first (journaled); a record of it that cannot be believed replaces the environment."""
+        for _ in range(3):
+            with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
+                placed = move.stage(Path(staging))
+                if alone:  # hoh's programs afresh too: an earlier attempt may have changed or added to them
+                    placed += stage_programs(self.programs, Path(staging))
+                supervise.stage_stdin(move.attempt, launch.stdin, Path(staging))
+                supervise.stage_env(move.attempt, variables, Path(staging))
+                self._run(env.upload_dir(staging, move.attempt.incoming), COPY_TIMEOUT)
+            try:
+                ran = self._run(supervise.run(env, move.attempt, placed, argv, str(launch.cwd),
+                                              wall=request.wall_timeout, idle=request.idle_timeout,
+                                              max_output=request.max_output_bytes, keep=self.own if alone else None,
+                                              view=move.place_command()))
+            except supervise.Unplaced as unplaced:
+                changed = move.placed(unplaced.report)
+                self.record(ev.EnvironmentTampered(
+                    role=self.spec.role, session_id=self.spec.session_id,
+                    changes=verify.summary([f"C {p}" for p in changed] or ["C hoh's record of the view"])))
+                if unplaced.report.get("held") is None:
+                    with self._lock:
+                        self._replace()
+                    env = self.env
+                    assert env is not None
+                    move.held = self.held = sync.Held()
+                continue
+            if ran.placed is not None:
+                move.placed(ran.placed)
+            if ran.leftovers:
+                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
+                                                   processes=ran.leftovers))
+            return ran
+        raise OSError("its view kept changing before the attempt could start")
+
+    def _collect(self, env: "BaseEnvironment", move: Move, request: RoleRequest, attempt_dir: Path) -> None:
+        """Both streams to the attempt's dir, and what the attempt wrote to its writable paths here."""
+        incoming = transfer.scratch_beside(attempt_dir)
+        try:
+            report = None
+            if move.held is not None:
+                try:
+                    streams, report = self._run(supervise.collect_changes(
+                        env, move.attempt, move.collect_command(), request.max_output_bytes, incoming),
+                        COPY_TIMEOUT)
+                except supervise.Unlisted:  # the next attempt finds out why (`verify.py`); this one comes back whole
+                    with self._lock:
+                        move.held = self.held = None
+            if report is None:
+                streams, copies = self._run(supervise.collect(
+                    env, move.attempt, [str(w.resolve()) for w in move.writable], request.max_output_bytes,
+                    incoming), COPY_TIMEOUT)
+            for name in ("events.jsonl", "stderr.log"):
+                source, dest = streams / name, attempt_dir / name
+                if source.is_file() and not source.is_symlink():
+                    source.replace(dest)
+                else:
+                    dest.write_bytes(b"")
+            if report is None:
+                move.adopt_copies(copies)
+                return
+            move.adopt_changes(incoming, report)
+            if not report.get("believed"):
+                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
+                                                   changes=["C hoh's record of the view"]))
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """`coro` on the event loop, its execs in the environment carrying only what hoh gives each (`unscoped`)."""

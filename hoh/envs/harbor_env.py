@@ -71,6 +71,20 @@ def environment_class(name: str) -> type["BaseEnvironment"]:
                                      f"installed ({err.name or err}); install Harbor's extra for it") from None
 
 
+def compose_based(name: str) -> bool:
+    """Whether it is one of Harbor's environments on Docker Compose files (Docker, Podman, or a third party's
+    subclass of them), which take hoh's overlay and whose engine hoh can ask (`verify.py`)."""
+    if name in COMPOSE_ENGINES:
+        return True
+    if ":" not in name:
+        return False
+    try:
+        from harbor.environments.docker.docker import DockerEnvironment
+        return issubclass(environment_class(name), DockerEnvironment)
+    except (EnvironmentUnavailable, ImportError):
+        return False
+
+
 def preflight(config: EnvironmentConfig) -> None:
     """The engine or the provider answers (Harbor's own check: docker's daemon, a cloud's credentials)."""
     cls = environment_class(config.name)
@@ -141,7 +155,7 @@ class EnvironmentSpec:
         trial.mkdir()
         extra: dict[str, Any] = {}
         mode = NetworkMode.PUBLIC
-        overlay = self.overlay(socket_dir) if self.name in COMPOSE_ENGINES else {}
+        overlay = self.overlay(socket_dir) if compose_based(self.name) else {}
         if overlay:
             path = self.dir / "hoh-overlay.yaml"
             path.write_text(yaml.safe_dump(overlay, sort_keys=False))

@@ -25,7 +25,7 @@ from ..paths import WorkspacePaths
 from ..store import events as ev
 from ..store.journal import Journal, RunHistory
 from .executor import RoleEnvironment
-from .harbor_env import COMPOSE_ENGINES, EnvironmentSpec, EventLoop, one_line, preflight
+from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, preflight
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -72,7 +72,7 @@ class Environments:
         # As a jailed role's: egress (the proxy, its allow-list) unless `sandbox.network: none`. An environment hoh
         # cannot close (a provider's, a Harbor trial's, made by its owner) gets a network only for a role that needs
         # its model.
-        closable = settings.name in COMPOSE_ENGINES and self.given is None
+        closable = compose_based(settings.name) and self.given is None
         needs_model = self.adapters[role].capabilities.needs_model
         network = sandbox.network == "shared" or (sandbox.network == "egress" and (needs_model or closable))
         dockerfile = Path(settings.dockerfile) if settings.dockerfile else None

@@ -23,6 +23,7 @@ of the machine can read), nor in the shell that places the files and starts the 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import shlex
 import time
@@ -132,12 +133,40 @@ LIVE = ('for d in /proc/[0-9]*; do p=${d#/proc/}; case " $keep $$ " in *" $p "*)
 reaps none), as `$live`."""
 
 
-def sweep(keep: Iterable[int]) -> str:
+def sweep(keep: Iterable[int], empty_tmp: bool = True) -> str:
     """A shell command that kills every process an earlier attempt left running (all but `keep`, the
-    environment's own: its init and what init started), empties /tmp, and prints `left=N` first."""
+    environment's own: its init and what init started), empties /tmp (unless a view kept there is pruned by
+    `inside.py` instead), and prints `left=N` first."""
+    empty = "rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null; " if empty_tmp else ""
     return (f'keep="{" ".join(map(str, keep))}"; left=0; for pass in 1 2 3; do live=""; {LIVE}; '
             '[ -n "$live" ] || break; set -- $live; left=$((left + $#)); kill -9 $live 2>/dev/null; done; '
-            'rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null; echo "left=$left"')
+            f'{empty}echo "left=$left"')
+
+
+class Unplaced(Exception):
+    """The environment's view differed from hoh's record (`inside.py`): nothing was started."""
+
+    def __init__(self, report: dict) -> None:
+        super().__init__("the environment's view differed from hoh's record")
+        self.report = report
+
+
+class Unlisted(OSError):
+    """`inside.py collect` said nothing (the attempt broke the image's python3, say): copy everything out."""
+
+
+def _report(stdout: str, prefix: str) -> tuple[dict | None, str]:
+    """The JSON line `prefix=…` `inside.py` printed, and the output without it."""
+    found, rest = None, []
+    for line in stdout.splitlines(keepends=True):
+        if line.startswith(prefix + "=") and found is None:
+            try:
+                found = json.loads(line[len(prefix) + 1:])
+            except ValueError:
+                found = None
+            continue
+        rest.append(line)
+    return found, "".join(rest)
 
 
 def own_processes() -> str:
@@ -153,15 +182,21 @@ class Ran:
     seconds: float
     leftovers: int = 0
     """Processes an earlier attempt had left running in the environment, killed before this one started."""
+    placed: dict | None = None
+    """What `inside.py place` said, when it brought a kept view up to date."""
 
 
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
-              wall: float, idle: float, max_output: int, keep: tuple[int, ...] | None = None) -> Ran:
+              wall: float, idle: float, max_output: int, keep: tuple[int, ...] | None = None,
+              view: str | None = None) -> Ran:
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
     its end or a limit. `keep` (no other attempt runs there): kill whatever an earlier one left running but
-    those processes, and empty /tmp, first."""
+    those processes, and empty /tmp, first. `view`: the command (`inside.py place`) that brings a view kept there
+    up to date instead; Unplaced, nothing started, when it found it changed."""
     q = shlex.quote
-    place = [sweep(keep)] if keep is not None else []
+    place = [sweep(keep, empty_tmp=view is None)] if keep is not None else []
+    if view is not None:
+        place.append(f"{{ {view} || {{ rm -rf {q(f'{ROOT}/in')}; exit 0; }}; }}")
     place.append(f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}")
     for root in [*roots, attempt.dir]:
         staged = f"{attempt.incoming}{root}"
@@ -182,6 +217,14 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
         first, _, rest = (result.stdout or "").partition("\n")
         leftovers = int(first.removeprefix("left=")) if first.startswith("left=") and first[5:].isdigit() else 0
         result = result.model_copy(update={"stdout": rest})
+    if view is not None:
+        report, rest = _report(result.stdout or "", "placed")
+        if report is None:
+            raise OSError(f"hoh's script did not place the view: {(result.stderr or result.stdout or '').strip()[-300:]}")
+        if report.get("held") is None or report.get("tampered"):
+            raise Unplaced(report)
+        result = result.model_copy(update={"stdout": rest})
+    placed = report if view is not None else None
     seen = 0
     try:
         while True:
@@ -189,15 +232,15 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
             now = time.monotonic()
             if code is not None:
                 # A flood that ended before hoh looked is still cut at the cap when it is copied out.
-                return Ran(None, "output", round(now - begun, 3), leftovers) if size > max_output \
-                    else Ran(code, None, round(now - begun, 3), leftovers)
+                return Ran(None, "output", round(now - begun, 3), leftovers, placed) if size > max_output \
+                    else Ran(code, None, round(now - begun, 3), leftovers, placed)
             if size != seen:
                 seen, last_activity = size, now
             limit: Limit | None = ("wall" if now - begun > wall else "idle" if now - last_activity > idle
                                    else "output" if size > max_output else None)
             if limit is not None:
                 await kill(env, attempt)
-                return Ran(None, limit, round(time.monotonic() - begun, 3), leftovers)
+                return Ran(None, limit, round(time.monotonic() - begun, 3), leftovers, placed)
             window = max(1.0, min(LOOK_SECONDS, wall - (now - begun), idle - (now - last_activity)))
             result = await env.exec(_wait(attempt, window, max_output), timeout_sec=EXEC_TIMEOUT + math.ceil(window))
     except asyncio.CancelledError:
@@ -211,22 +254,40 @@ async def kill(env: "BaseEnvironment", attempt: Attempt, grace: float = KILL_GRA
     await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)
 
 
+def _stream_steps(attempt: Attempt, max_output: int) -> list[str]:
+    q, out = shlex.quote, attempt.outgoing
+    steps = [_signal(attempt, "KILL"), f"mkdir -p {q(out)}/streams {q(out)}/writable"]
+    return steps + [f"head -c {max_output} {q(attempt.file(src))} > {q(out)}/streams/{dest} 2>/dev/null"
+                    for src, dest in (("stdout", "events.jsonl"), ("stderr", "stderr.log"))]
+
+
 async def collect(env: "BaseEnvironment", attempt: Attempt, writable: list[str], max_output: int,
                   into: Path) -> tuple[Path, list[Path]]:
     """Kill what the attempt left running, then copy out, in one copy, both streams (each cut at the output cap
     first: a flood stays in the environment) and the writable paths: (the streams' dir, each writable path's
     copy) under `into`."""
-    q = shlex.quote
-    out = attempt.outgoing
-    steps = [_signal(attempt, "KILL"), f"mkdir -p {q(out)}/streams {q(out)}/writable"]
-    steps += [f"head -c {max_output} {q(attempt.file(src))} > {q(out)}/streams/{dest} 2>/dev/null"
-              for src, dest in (("stdout", "events.jsonl"), ("stderr", "stderr.log"))]
+    q, out = shlex.quote, attempt.outgoing
+    steps = _stream_steps(attempt, max_output)
     # Hard links: the copy out reads them once; nothing in the environment runs any more.
     steps += [f"mkdir -p {q(out)}/writable/{n} && {{ [ ! -d {q(w)} ] || cp -al {q(w)}/. {q(out)}/writable/{n}/ "
               f"2>/dev/null || cp -a {q(w)}/. {q(out)}/writable/{n}/; }}" for n, w in enumerate(writable)]
     await env.exec("; ".join(steps) + "; true", timeout_sec=600)
     await env.download_dir(out, into)
     return into / "streams", [into / "writable" / str(n) for n in range(len(writable))]
+
+
+async def collect_changes(env: "BaseEnvironment", attempt: Attempt, changes: str, max_output: int,
+                          into: Path) -> tuple[Path, dict]:
+    """As `collect`, with what changed in the writable paths as `inside.py collect` (`changes`, the command,
+    writing into the attempt's `outgoing/writable`) lists it: (the streams' dir, its report); `into/writable`
+    holds `changes.jsonl` and `files/`. OSError when the script said nothing."""
+    steps = _stream_steps(attempt, max_output)
+    result = await env.exec("; ".join(steps) + f"; {changes}", timeout_sec=600)
+    report, _ = _report(result.stdout or "", "collected")
+    if report is None:
+        raise Unlisted(f"the environment did not list what changed: {(result.stderr or '').strip()[:300]}")
+    await env.download_dir(attempt.outgoing, into)
+    return into / "streams", report
 
 
 def result(code: int | None, limit: Literal["wall", "idle", "output"] | None, seconds: float, out: Path,

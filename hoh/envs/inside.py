@@ -1,0 +1,262 @@
+"""hoh's script inside a role's environment: it keeps the role's view there between attempts, so that only what
+changed crosses (`sync.py` is hoh's side). Standard library only, for any python3 an image has (3.6 on); hoh
+sends its source with every call (`python3 -I -c SOURCE`), so nothing a role left in the environment runs in its
+place, and it runs only after every process an attempt left there is killed (`supervise.sweep`).
+
+The record of what hoh holds there (`HELD`: every entry of the view by its path, kind, mode, inode, ctime and
+size) is checked against the sha256 hoh kept of it before it is read: a record a role rewrote is not believed.
+ctime cannot be set by a process (only the clock can move it, and a container may not set the clock), and a
+role starts only after a tick in which nothing of the view can change (`settle`), so every change a role makes
+to an entry changes its key.
+
+    place PLAN EXPECT   check the view against the record (EXPECT: its sha256, `-` for none: an empty view),
+                        remove what differs, apply hoh's plan (deletions, then entries put from PLAN's files),
+                        record it, and print `placed={"held": SHA, "tampered": []}`. When something differed:
+                        it is removed, nothing is placed, `tampered` lists it, and the exit is 3 (hoh plans
+                        again); 4 (`held` null) when the record cannot be believed. /tmp is emptied but for the
+                        way to the view.
+    collect OUT EXPECT ROOT...   after the attempt: what changed in each writable ROOT since the record, as
+                        OUT/changes.jsonl (deletions first, then entries, files copied as OUT/files/N), and
+                        `collected={"held": SHA, "believed": BOOL}`.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+import time
+
+HELD = "/opt/hoh/held"
+TICK = "/opt/hoh/tick"
+
+
+def key(st):
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):  # a directory's ctime moves with every entry made in it: its entries say that
+        return ["d", stat.S_IMODE(mode), st.st_ino]
+    kind = "f" if stat.S_ISREG(mode) else "l" if stat.S_ISLNK(mode) else "o"
+    return [kind, stat.S_IMODE(mode), st.st_ino, st.st_ctime_ns, st.st_size]
+
+
+def listing(root):
+    """path -> key of the root and everything under it, never following a link."""
+    found = {}
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return found
+    found[root] = key(st)
+    stack = [root] if stat.S_ISDIR(st.st_mode) else []
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found[entry.path] = key(st)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+    return found
+
+
+def under(path, root):
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def remove(path):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.unlink(path)
+
+
+def forget(held, path):
+    for known in [p for p in held if under(p, path)]:
+        del held[known]
+
+
+def read_held(expect):
+    """The record, when its sha256 is the one hoh kept; None when it is not."""
+    if expect == "-":
+        return {"roots": [], "keys": {}}
+    try:
+        with open(HELD, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    if hashlib.sha256(raw).hexdigest() != expect:
+        return None
+    return json.loads(raw.decode("ascii"))
+
+
+def write_held(held):
+    raw = json.dumps(held, sort_keys=True, separators=(",", ":")).encode("ascii")
+    with open(HELD + ".part", "wb") as fh:
+        fh.write(raw)
+    os.replace(HELD + ".part", HELD)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def real_ancestors(path):
+    """Every directory above `path` is one (made where missing), none a link."""
+    parts = path.strip("/").split("/")[:-1]
+    current = ""
+    for part in parts:
+        current += "/" + part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            os.mkdir(current)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+    return True
+
+
+def settle(newest):
+    """Wait until the clock's ctime has passed every ctime just recorded: a change from here on is seen."""
+    deadline = time.time() + 2
+    while time.time() < deadline:
+        with open(TICK, "w") as fh:
+            fh.write("")
+        if os.lstat(TICK).st_ctime_ns > newest:
+            return
+        time.sleep(0.001)
+
+
+def prune(roots):
+    """/tmp, where a view may be kept, is emptied but for the way to each root (`supervise.sweep` left it)."""
+    way = set()
+    for root in roots:
+        path = os.path.dirname(root)
+        while path != "/":
+            way.add(path)
+            path = os.path.dirname(path)
+    for directory in ["/tmp"] + sorted(p for p in way if under(p, "/tmp") and p != "/tmp"):
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.path not in way and entry.path not in roots:
+                remove(entry.path)
+
+
+def place(plan_dir, expect):
+    with open(os.path.join(plan_dir, "plan.json")) as fh:
+        plan = json.load(fh)
+    held = read_held(expect)
+    if held is not None:
+        prune(set(plan["roots"]) | set(held["roots"]))
+    if held is None or not all(real_ancestors(root) for root in plan["roots"]):
+        print("placed=" + json.dumps({"held": None, "tampered": []}))
+        return 4
+    keys, tampered = held["keys"], []
+    if expect == "-":
+        for root in plan["roots"]:
+            remove(root)
+    for root in held["roots"]:  # what a role changed since hoh's record: removed, and sent again
+        now = listing(root)
+        changed = [p for p, k in now.items() if keys.get(p) != k]
+        changed += [p for p in keys if under(p, root) and p not in now]
+        for path in sorted(changed):
+            if path in keys or path in now:
+                remove(path)
+                forget(keys, path)
+                tampered.append(path)
+    if tampered:  # hoh's plan assumed the record: it makes another
+        print("placed=" + json.dumps({"held": write_held(held), "tampered": tampered}))
+        return 3
+    for path in sorted(plan["delete"], reverse=True):
+        remove(path)
+        forget(keys, path)
+    newest = 0
+    for path, kind, mode, target, index in plan["put"]:
+        if not real_ancestors(path):
+            print("placed=" + json.dumps({"held": None, "tampered": []}))
+            return 4
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is not None and (kind != "d" or not stat.S_ISDIR(st.st_mode)):
+            remove(path)
+            forget(keys, path)
+            st = None
+        if kind == "d":
+            if st is None:
+                os.mkdir(path)
+            os.chmod(path, mode)
+        elif kind == "f":
+            os.rename(os.path.join(plan_dir, "files", str(index)), path)
+            os.chmod(path, mode)
+        else:
+            os.symlink(target, path)
+        st = os.lstat(path)
+        keys[path] = key(st)
+        newest = max(newest, st.st_ctime_ns)
+    held["roots"] = plan["roots"]
+    for path in [p for p in keys if not any(under(p, root) for root in plan["roots"])]:
+        del keys[path]
+    digest = write_held(held)
+    settle(max(newest, os.lstat(HELD).st_ctime_ns))
+    print("placed=" + json.dumps({"held": digest, "tampered": []}))
+    return 0
+
+
+def collect(out, expect, roots):
+    held = read_held(expect)
+    believed = held is not None
+    if held is None:  # a record a role rewrote: everything writable comes back as if new
+        held = {"roots": roots, "keys": {}}
+    keys = held["keys"]
+    os.makedirs(os.path.join(out, "files"), exist_ok=True)
+    deletions, puts, count = [], [], 0
+    for root in roots:
+        now = listing(root)
+        deletions += [["del", p] for p in keys if under(p, root) and p not in now]
+        for path in sorted(now):
+            k = now[path]
+            if keys.get(path) == k:
+                continue
+            if k[0] == "o":
+                puts.append(["drop", path])
+                continue
+            target, index = None, None
+            if k[0] == "f":
+                index, count = count, count + 1
+                # A copy, not a link: a link (and its removal) would move the file's ctime, its key.
+                shutil.copyfile(path, os.path.join(out, "files", str(index)))
+            elif k[0] == "l":
+                target = os.readlink(path)
+            puts.append(["put", path, k[0], k[1], target, index])
+        for path in [p for p in keys if under(p, root)]:
+            del keys[path]
+        keys.update(now)
+    deletions.sort(key=lambda change: change[1], reverse=True)
+    with open(os.path.join(out, "changes.jsonl"), "w") as fh:
+        for change in deletions + puts:
+            fh.write(json.dumps(change) + "\n")
+    print("collected=" + json.dumps({"held": write_held(held), "believed": believed}))
+    return 0
+
+
+def main(argv):
+    if argv[0] == "place":
+        return place(argv[1], argv[2])
+    return collect(argv[1], argv[2], argv[3:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

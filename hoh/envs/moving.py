@@ -1,0 +1,78 @@
+"""How one attempt's view goes into its environment and its writable paths come back: afresh every attempt
+(`transfer.py`), or, where the environment keeps the view between attempts, only what changed (`sync.py`)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from ..runtime.guard import HashCache
+from . import supervise, sync, transfer
+
+VIEW = "view"
+"""Where a kept view's plan is staged, under the attempt's incoming directory."""
+
+
+@dataclass
+class Move:
+    attempt: supervise.Attempt
+    roots: list[Path]
+    writable: list[Path]
+    hidden: tuple[Path, ...]
+    held: sync.Held | None
+    """What the environment keeps of the view; None: it gets a fresh copy."""
+    cache: HashCache
+    wanted: dict[str, sync.Entry] = field(default_factory=dict)
+    moved_in: int = 0
+    """Bytes of the role's view sent in."""
+    moved_out: int = 0
+
+    def stage(self, staging: Path) -> list[str]:
+        """Stage the view; returns the paths the supervisor moves into place (a fresh copy's roots)."""
+        if self.held is None:
+            transfer.stage(self.roots, self.hidden, staging)
+            self.moved_in = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file() and not p.is_symlink())
+            return [str(r) for r in self.roots if len(r.parts) > 2]
+        self.wanted, self.moved_in = sync.plan(self.roots, self.hidden, self.held, self.cache,
+                                               staging / VIEW)
+        return []
+
+    def place_command(self) -> str | None:
+        if self.held is None:
+            return None
+        q = shlex.quote
+        return f"python3 -I -c {q(sync.SOURCE)} place {q(f'{self.attempt.incoming}/{VIEW}')} {q(self.held.digest)}"
+
+    def collect_command(self) -> str:
+        assert self.held is not None
+        q = shlex.quote
+        return (f"python3 -I -c {q(sync.SOURCE)} collect {q(f'{self.attempt.outgoing}/writable')} "
+                f"{q(self.held.digest)} {' '.join(q(str(w)) for w in self.writable)}")
+
+    def placed(self, report: dict) -> list[str]:
+        assert self.held is not None
+        return sync.placed(self.held, report, self.wanted)
+
+    def keep_for(self, path: Path) -> list[Path]:
+        return [h for h in self.hidden if h.resolve().is_relative_to(path.resolve())]
+
+    def adopt_copies(self, copies: Iterable[Path]) -> None:
+        for path, copy in zip(self.writable, copies):
+            self.moved_out += sum(p.stat().st_size for p in copy.rglob("*") if p.is_file() and not p.is_symlink())
+            transfer.adopt(copy, path, keep=self.keep_for(path))
+
+    def adopt_changes(self, came: Path, report: dict) -> list[str]:
+        """What `inside.py collect` listed, applied here; the record is believed only when it said so."""
+        assert self.held is not None
+        files = came / "writable" / "files"
+        self.moved_out = sum(p.stat().st_size for p in files.iterdir()) if files.is_dir() else 0
+        keep = [k for w in self.writable for k in self.keep_for(w)]
+        dropped = sync.apply(came / "writable" / "changes.jsonl", files, self.writable, keep, self.held)
+        self.held.digest = report["held"] if report.get("believed") else "-"
+        if not report.get("believed"):
+            self.held.entries = {}
+        shutil.rmtree(files, ignore_errors=True)
+        return dropped

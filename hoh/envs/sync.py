@@ -1,0 +1,220 @@
+"""What a role's environment holds of its view, kept there between its attempts: hoh's side of `inside.py`.
+
+A fresh environment gets the whole view; after that each attempt sends only what differs between the view and
+what hoh knows the environment holds (`Held`, by content), and gets back only what changed in the writable
+paths. Both sides keep the same record: hoh the content of every entry it put there or took back, the
+environment (`inside.HELD`) each entry's stat key, which hoh's script checks against the sha256 hoh kept of it.
+
+Why a root role cannot make hoh accept a stale or planted file: before anything is placed, every process an
+attempt left is killed, hoh's programs are put in afresh, and the engine (not the container) is asked what
+changed outside hoh's paths (`verify.py`: a changed python3 or libc replaces the environment). Then hoh's own
+script, sent with the call, lists the view and compares every entry's key with the record whose sha256 hoh
+holds: whatever a role changed, added or removed there (a ctime no process can set back) is removed and sent
+again, and journaled. What comes back is listed by the same script after the same kill, applied here entry by
+entry (`apply`): deletions, then regular files, directories and links, never a special file or a setuid bit, never
+through a link; paths another owner keeps (`keep`) are left alone. Only Docker and Podman containers, which hoh can
+ask this way, keep a view between attempts; elsewhere every attempt gets a fresh copy (`transfer.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from ..fsutil import sha256_file
+from ..runtime.guard import HashCache
+
+SOURCE = (Path(__file__).parent / "inside.py").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What is at a path, by content: a file's sha256, a link's target, a directory's mode."""
+
+    kind: str
+    """f, d, l; `o` for anything else (a FIFO a role made: never matches a view's entry, so it is removed)."""
+    mode: int = 0
+    content: str | None = None
+
+
+JUNK = Entry("o")
+
+
+@dataclass
+class Held:
+    """What hoh knows the environment holds: each path's entry, and the sha256 of the environment's record."""
+
+    digest: str = "-"
+    entries: dict[str, Entry] = field(default_factory=dict)
+
+    def forget(self, path: str) -> None:
+        prefix = path.rstrip("/") + "/"
+        for known in [p for p in self.entries if p == path or p.startswith(prefix)]:
+            del self.entries[known]
+
+
+def view(roots: Iterable[Path], hidden: Iterable[Path], cache: HashCache) -> Iterator[tuple[str, Entry]]:
+    """Every entry of the view, roots included: regular files, directories and links, hidden paths left out."""
+    skip = {str(p.resolve()) for p in hidden}
+    for root in roots:
+        stack = [str(root)]
+        while stack:
+            path = stack.pop()
+            if path in skip:
+                continue
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                yield path, Entry("l", 0, os.readlink(path))
+            elif stat.S_ISREG(st.st_mode):
+                yield path, Entry("f", mode, cache.digest(path, st))
+            elif stat.S_ISDIR(st.st_mode):
+                yield path, Entry("d", mode)
+                with os.scandir(path) as entries:
+                    stack.extend(e.path for e in entries)
+
+
+def plan(roots: list[Path], hidden: Iterable[Path], held: Held, cache: HashCache,
+         staging: Path) -> tuple[dict[str, Entry], int]:
+    """Stage what the environment lacks of the view (`staging/plan.json`, files as `staging/files/N`): every
+    entry that differs from what it holds, and every held path the view no longer has. Returns the view and the
+    bytes staged."""
+    wanted = dict(view(roots, hidden, cache))
+    (staging / "files").mkdir(parents=True, exist_ok=True)
+    puts, moved = [], 0
+    for path in sorted(wanted, key=lambda p: p.split("/")):
+        entry = wanted[path]
+        if held.entries.get(path) == entry and held.digest != "-":
+            continue
+        index = None
+        if entry.kind == "f":
+            index = len(puts)
+            copy = staging / "files" / str(index)
+            try:
+                os.link(path, copy)
+            except OSError:
+                shutil.copy2(path, copy)
+            moved += copy.stat().st_size
+        puts.append([path, entry.kind, entry.mode, entry.content if entry.kind == "l" else None, index])
+    deletions = [p for p in held.entries if p not in wanted] if held.digest != "-" else []
+    (staging / "plan.json").write_text(json.dumps({"roots": [str(r) for r in roots], "delete": deletions,
+                                                   "put": puts}), encoding="ascii")
+    return wanted, moved
+
+
+def placed(held: Held, report: dict, wanted: dict[str, Entry]) -> list[str]:
+    """Take in what the environment's `place` said: it holds the view (`wanted`) now, or, where it found changes,
+    what it held less what it removed; returns what it found changed."""
+    tampered = list(report.get("tampered") or [])
+    if report.get("held") is None:
+        held.digest, held.entries = "-", {}
+        return tampered
+    if tampered:  # nothing was placed: what it removed is sent again
+        for path in tampered:
+            held.forget(path)
+    else:
+        held.entries = wanted
+    held.digest = report["held"]
+    return tampered
+
+
+def apply(changes: Path, files: Path, roots: list[Path], keep: Iterable[Path], held: Held) -> list[str]:
+    """Bring what the environment said changed in its writable `roots` here, entry by entry, streaming; returns
+    what was dropped (special files; anything whose way here runs through a link)."""
+    kept = [str(p.resolve()) for p in keep]
+    tops = [str(r) for r in roots]
+    dropped: list[str] = []
+    with changes.open(encoding="ascii") as lines:
+        for line in lines:
+            change = json.loads(line)
+            op, path = change[0], change[1]
+            inside = any(_under(path, top) for top in tops)
+            if not inside or any(_under(path, k) for k in kept):
+                held.entries[path] = JUNK  # not the role's to write: removed there before the next attempt
+                continue
+            if op == "del":
+                held.entries.pop(path, None)
+                if path in tops:
+                    _empty(Path(path), kept)
+                elif _through_dirs(path, tops):
+                    _remove(path)
+                continue
+            if op == "drop" or not _through_dirs(path, tops) or path in tops and change[2] != "d":
+                held.entries[path] = JUNK
+                dropped.append(path)
+                continue
+            _, _, kind, mode, target, index = change
+            held.entries[path] = _put(path, kind, mode, target, files / str(index) if index is not None else None)
+    return dropped
+
+
+def _put(path: str, kind: str, mode: int, target: str | None, source: Path | None) -> Entry:
+    try:
+        st: os.stat_result | None = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (kind != "d" or not stat.S_ISDIR(st.st_mode)):
+        _remove(path)
+        st = None
+    if kind == "d":
+        if st is None:
+            os.mkdir(path)
+        os.chmod(path, mode & 0o777)
+        return Entry("d", mode)
+    if kind == "l":
+        assert target is not None
+        os.symlink(target, path)
+        return Entry("l", 0, target)
+    assert source is not None
+    os.chmod(source, mode & 0o777)
+    digest = sha256_file(source)
+    os.replace(source, path)
+    return Entry("f", mode, digest)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _through_dirs(path: str, tops: list[str]) -> bool:
+    """Every directory between its writable root and `path` is a directory here, none a link."""
+    top = next(t for t in tops if _under(path, t))
+    current = Path(path).parent
+    while _under(str(current), top):
+        try:
+            if not stat.S_ISDIR(os.lstat(current).st_mode):
+                return False
+        except FileNotFoundError:
+            return False
+        if str(current) == top:
+            return True
+        current = current.parent
+    return True
+
+
+def _remove(path: str) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _empty(root: Path, kept: list[str]) -> None:
+    """A writable root the role removed: emptied here, never removed (and never followed)."""
+    if root.is_symlink() or not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if str(entry) not in kept:
+            _remove(str(entry))
