@@ -323,3 +323,16 @@ def test_a_third_party_environment_gets_the_key_as_harbor_passes_it_and_what_com
     came_back = (ws / "scratch" / "homes" / "scripted" / "developer" / "leak.txt").read_text()
     assert came_back.startswith("key=") and SECRET not in came_back and len(came_back.strip()) > len("key=")
     assert containers_of(ws) == []
+
+
+def test_the_transfer_benchmark_runs(harbor):
+    """benchmarks/perf/env_transfer.py, tiny: local roles and the simulated remote sandbox (Docker behind a latency and a
+    bandwidth cap) side by side; only what changed crosses after a session's first loop."""
+    result = subprocess.run([str(harbor.exe.parent / "python"), str(Path(__file__).parents[1] / "benchmarks" / "perf" /
+                             "env_transfer.py"), "--smoke", "--envs", "local,remote"], capture_output=True, text=True,
+                            timeout=900, env=harbor.env(), stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["loop_s"]["remote-200"] > 0 and figures["remote_10n_over_n"] > 0
+    # 200 files of 20 KB are 4 MB: an attempt after the first moves a few KB (the plan, a changed file, the streams)
+    assert 0 < figures["max_bytes_per_attempt"]["remote-200"] < 200_000

@@ -9,7 +9,7 @@ environments and sends them the whole view. Bytes moved are each attempt's `byte
 100 Mbit/s.
 
     python benchmarks/perf/env_transfer.py [--files 1000] [--rounds 2] [--loops 3]
-    python benchmarks/perf/env_transfer.py --smoke      # the tests' tiny run: 40 files, one round, no targets
+    python benchmarks/perf/env_transfer.py --smoke      # the tests' tiny run: 20 and 200 files, one round, no targets
 
 Targets (issue 42): at 10N files docker/local ≤ 2, the remote sandbox at 10N / at N ≤ 2, and ≤ 1 MB per attempt.
 The last line printed is one JSON object with every figure. Exits 1 when a target is missed, 2 on an error.
@@ -153,11 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="resumes per workspace, alternating the order")
     p.add_argument("--loops", type=int, default=3, help="loops per resume (the first is left out)")
     p.add_argument("--envs", default="local,docker,remote")
-    p.add_argument("--smoke", action="store_true", help="40 and 400 files, one round of two loops, no targets")
+    p.add_argument("--smoke", action="store_true", help="20 and 200 files, one round of two loops, no targets")
     args = p.parse_args(argv)
     args.envs = args.envs.split(",")
     if args.smoke:
-        args.files, args.rounds, args.loops = 40, 1, 2
+        args.files, args.rounds, args.loops = 20, 1, 2
     try:
         figures = measure(args)
     except BenchError as err:

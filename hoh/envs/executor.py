@@ -1,9 +1,10 @@
 """`RoleEnvironment`: the executor of one role's attempts in one Harbor environment.
 
 Started at the role's first attempt and kept for the session (stopped by `pool.Environments.close`, or by
-the next session after a crash). Every attempt: the role's view of the workspace goes in afresh (what the
-previous attempt left of it there is removed first), the CLI runs under `supervise`, and only the role's
-writable paths come back (`transfer`). The Runtime never enters the environment: the journal, the state,
+the next session after a crash). Every attempt: the role's view of the workspace goes in (in a Docker or
+Podman container where the attempt runs alone, only what differs from what it keeps there, checked first:
+`sync.py`; else afresh, what the previous attempt left of it removed first: `transfer.py`), the CLI runs under
+`supervise`, and only the role's writable paths come back (what changed in them, or all of them). The Runtime never enters the environment: the journal, the state,
 the ledger, history.git, the lock and every key stay on hoh's side; the model is reached through hoh's egress
 proxy, which adds the key.
 

@@ -108,7 +108,7 @@ def _wait(attempt: Attempt, seconds: float, max_output: int) -> str:
     q = shlex.quote
     size = " + ".join(f"$(wc -c < {q(attempt.file(n))} 2>/dev/null || echo 0)" for n in ("stdout", "stderr"))
     return (f'end=$(( $(date +%s) + {math.ceil(seconds)} )); while [ ! -e {q(attempt.file("exit"))} ] && '
-            f'[ "$(date +%s)" -lt "$end" ] && [ $(( {size} )) -le {max_output} ]; do sleep 0.2; done; '
+            f'[ "$(date +%s)" -lt "$end" ] && [ $(( {size} )) -le {max_output} ]; do sleep 0.05; done; '
             f"cat {q(attempt.file('exit'))} 2>/dev/null; echo '|'; echo $(( {size} ))")
 
 

@@ -5,7 +5,8 @@ between two attempts hoh asks the engine, never the container: `docker diff` (or
 path changed since the image. What the environment held when it started is expected (the provider's own
 mount points), and so is what hoh itself puts there: its own directory (`/opt/hoh`), `/tmp`
 (emptied before every attempt, as each local attempt gets a /tmp of its own), and the role's view (the paths
-of the workspace and the project, put in afresh before every attempt). Anything else changed (a wrapped
+of the workspace and the project, put in afresh before every attempt, or checked entry by entry against hoh's
+record of it: `sync.py`). Anything else changed (a wrapped
 `python3`, an `/etc/ld.so.preload`, a planted `.bashrc`) is tampering: the environment is replaced by a fresh
 one before the next attempt, and that is journaled. Nothing in the container can hide a change from its
 engine: the container cannot reach the engine, and the diff is computed by the engine from its own layers.

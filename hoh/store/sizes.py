@@ -25,7 +25,8 @@ def too_large(history: Any, parent: str, changed: list[str] | None, outside: Cal
     work_tree: Path = history.work_tree
     sizes = _new_files(work_tree, changed, outside)
     if changed is None and sizes:
-        sizes = {rel: size for rel, size in sizes.items() if _parent_sizes(history, parent).get(rel) != size}
+        had = _parent_sizes(history, parent)  # once: one `git ls-tree` of the whole parent
+        sizes = {rel: size for rel, size in sizes.items() if had.get(rel) != size}
     left = sorted(rel for rel, size in sizes.items() if size > MAX_FILE_BYTES)
     total = sum(size for rel, size in sizes.items() if size <= MAX_FILE_BYTES)
     for rel in sorted((r for r in sizes if sizes[r] <= MAX_FILE_BYTES), key=lambda r: (-sizes[r], r)):
