@@ -4,9 +4,9 @@ Started at the role's first attempt and kept for the session (stopped by `pool.E
 the next session after a crash). Every attempt: the role's view of the workspace goes in (in a Docker or
 Podman container where the attempt runs alone, only what differs from what it keeps there, checked first:
 `sync.py`; else afresh, what the previous attempt left of it removed first: `transfer.py`), the CLI runs under
-`supervise`, and only the role's writable paths come back (what changed in them, or all of them). The Runtime never enters the environment: the journal, the state,
-the ledger, history.git, the lock and every key stay on hoh's side; the model is reached through hoh's egress
-proxy, which adds the key.
+`supervise`, and only the role's writable paths come back (what changed in them, or all of them). The Runtime
+never enters the environment: the journal, the state, the ledger, history.git, the lock and every key stay on
+hoh's side; the model is reached through hoh's egress proxy, which adds the key.
 
 A networked role's container on a Compose engine (docker, podman) is closed: it has no network but its
 loopback, where hoh's forwarder (`egress_shim.py`, run by the image's python3 before the CLI) relays to the
@@ -32,27 +32,14 @@ from ..errors import EnvironmentUnavailable
 from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
 from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
-from ..harness.egress_policy import (
-    INSIDE_PORT,
-    INSIDE_SOCKET,
-    inside_base_url,
-    proxy_url,
-)
+from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET, inside_base_url, proxy_url
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import attempt_egress, proxy_env, socket_dir
 from ..runtime.guard import HashCache
 from ..store import events as ev
 from . import supervise, sync, transfer, verify
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line
-from .install import (
-    BIN,
-    FORWARDER,
-    SITE,
-    Programs,
-    gateway_of,
-    install_forwarder,
-    install_harness,
-)
+from .install import FORWARDER, SITE, Programs, gateway_of, install_forwarder, install_harness, stage_programs
 from .moving import Move
 
 if TYPE_CHECKING:
@@ -297,9 +284,6 @@ class RoleEnvironment(Executor):
         with self._lock:
             self.runs += 1
             attempt = supervise.Attempt(self.runs)
-        atomic_write_json(attempt_dir / "command.json", {
-            "argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
-            "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}, durable=False)
         with self._lock:  # a view kept there is only for attempts that run there alone
             if alone and self.python and self.container is not None:
                 self.held = self.held or sync.Held()
@@ -402,14 +386,3 @@ class RoleEnvironment(Executor):
     def _inside(self, path: Path) -> bool:
         return any(path.resolve().is_relative_to(b) for b in self.bounds)
 
-
-def stage_programs(programs: Programs, staging: Path) -> list[str]:
-    """hoh's programs, staged with an attempt's view; returns the paths to put them at (the whole of `BIN`: a
-    program an attempt added there is gone)."""
-    (staging / BIN.lstrip("/")).mkdir(parents=True, exist_ok=True)
-    for path, content in programs.items():
-        staged = staging / path.lstrip("/")
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_bytes(content)
-        staged.chmod(0o755)
-    return [BIN, *sorted(p for p in programs if not p.startswith(f"{BIN}/"))]

@@ -82,8 +82,10 @@ def remove(path):
 
 
 def forget(held, path):
-    for known in [p for p in held if under(p, path)]:
-        del held[known]
+    """`path` and, for a directory, everything hoh recorded under it."""
+    if held.pop(path, ["o"])[0] == "d":
+        for known in [p for p in held if under(p, path)]:
+            del held[known]
 
 
 def read_held(expect):
@@ -178,9 +180,9 @@ def place(plan_dir, expect):
     if tampered:  # hoh's plan assumed the record: it makes another
         print("placed=" + json.dumps({"held": write_held(held), "tampered": tampered}))
         return 3
-    for path in sorted(plan["delete"], reverse=True):
+    for path in sorted(plan["delete"], reverse=True):  # hoh names every path under a directory it deletes
         remove(path)
-        forget(keys, path)
+        keys.pop(path, None)
     newest = 0
     for path, kind, mode, target, index in plan["put"]:
         if not real_ancestors(path):

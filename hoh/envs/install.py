@@ -264,3 +264,15 @@ async def gateway_of(env: "BaseEnvironment") -> str | None:
             raw = bytes.fromhex(fields[2])
             return ".".join(str(b) for b in reversed(raw))
     return None
+
+
+def stage_programs(programs: Programs, staging: Path) -> list[str]:
+    """hoh's programs, staged with an attempt's view; returns the paths to put them at (the whole of `BIN`: a
+    program an attempt added there is gone)."""
+    (staging / BIN.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for path, content in programs.items():
+        staged = staging / path.lstrip("/")
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_bytes(content)
+        staged.chmod(0o755)
+    return [BIN, *sorted(p for p in programs if not p.startswith(f"{BIN}/"))]

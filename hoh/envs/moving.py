@@ -33,8 +33,7 @@ class Move:
     def stage(self, staging: Path) -> list[str]:
         """Stage the view; returns the paths the supervisor moves into place (a fresh copy's roots)."""
         if self.held is None:
-            transfer.stage(self.roots, self.hidden, staging)
-            self.moved_in = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file() and not p.is_symlink())
+            self.moved_in = transfer.stage(self.roots, self.hidden, staging)
             return [str(r) for r in self.roots if len(r.parts) > 2]
         self.wanted, self.moved_in = sync.plan(self.roots, self.hidden, self.held, self.cache,
                                                staging / VIEW)
@@ -61,8 +60,7 @@ class Move:
 
     def adopt_copies(self, copies: Iterable[Path]) -> None:
         for path, copy in zip(self.writable, copies):
-            self.moved_out += sum(p.stat().st_size for p in copy.rglob("*") if p.is_file() and not p.is_symlink())
-            transfer.adopt(copy, path, keep=self.keep_for(path))
+            self.moved_out += transfer.adopt(copy, path, keep=self.keep_for(path))[1]
 
     def adopt_changes(self, came: Path, report: dict) -> list[str]:
         """What `inside.py collect` listed, applied here; the record is believed only when it said so."""

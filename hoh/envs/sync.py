@@ -53,9 +53,11 @@ class Held:
     entries: dict[str, Entry] = field(default_factory=dict)
 
     def forget(self, path: str) -> None:
-        prefix = path.rstrip("/") + "/"
-        for known in [p for p in self.entries if p == path or p.startswith(prefix)]:
-            del self.entries[known]
+        """`path` and, for a directory, everything under it."""
+        if self.entries.pop(path, JUNK).kind == "d":
+            prefix = path.rstrip("/") + "/"
+            for known in [p for p in self.entries if p.startswith(prefix)]:
+                del self.entries[known]
 
 
 def view(roots: Iterable[Path], hidden: Iterable[Path], cache: HashCache) -> Iterator[tuple[str, Entry]]:

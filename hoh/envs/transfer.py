@@ -35,10 +35,17 @@ def outermost(paths: Iterable[Path]) -> list[Path]:
     return kept
 
 
-def stage(roots: Iterable[Path], hidden: Iterable[Path], into: Path) -> None:
+def stage(roots: Iterable[Path], hidden: Iterable[Path], into: Path) -> int:
     """Copy each root (a file or a directory) to `into` + its absolute path, hidden paths and anything that is
-    not a regular file, a directory or a symbolic link left out (hard links where the filesystem allows)."""
+    not a regular file, a directory or a symbolic link left out (hard links where the filesystem allows).
+    Returns the bytes of the files staged."""
     hidden = {p.resolve() for p in hidden}
+    staged = 0
+
+    def copy(source: str, dest: str) -> None:
+        nonlocal staged
+        staged += os.lstat(source).st_size
+        _link_or_copy(source, dest)
 
     def ignore(directory: str, names: list[str]) -> list[str]:
         left_out = []
@@ -53,15 +60,16 @@ def stage(roots: Iterable[Path], hidden: Iterable[Path], into: Path) -> None:
         dest = into / root.relative_to("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
         if root.is_dir():
-            shutil.copytree(root, dest, symlinks=True, ignore=ignore, copy_function=_link_or_copy, dirs_exist_ok=True)
+            shutil.copytree(root, dest, symlinks=True, ignore=ignore, copy_function=copy, dirs_exist_ok=True)
         elif root.is_file():
-            _link_or_copy(str(root), str(dest))
+            copy(str(root), str(dest))
+    return staged
 
 
-def sanitize(tree: Path) -> list[str]:
+def sanitize(tree: Path) -> tuple[list[str], int]:
     """Keep regular files, directories and symbolic links; drop everything else and every setuid, setgid and
-    sticky bit. Returns what was dropped, relative to `tree`."""
-    dropped = []
+    sticky bit. Returns what was dropped, relative to `tree`, and the bytes of the files kept."""
+    dropped, kept = [], 0
     for directory, dirs, files in os.walk(tree):
         for name in [*dirs, *files]:
             path = Path(directory, name)
@@ -71,10 +79,11 @@ def sanitize(tree: Path) -> list[str]:
             if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
                 if mode & 0o7000:
                     os.chmod(path, stat.S_IMODE(mode) & 0o777)
+                kept += path.lstat().st_size if stat.S_ISREG(mode) else 0
                 continue
             path.unlink()
             dropped.append(str(path.relative_to(tree)))
-    return dropped
+    return dropped, kept
 
 
 def scratch_beside(target: Path) -> Path:
@@ -82,13 +91,13 @@ def scratch_beside(target: Path) -> Path:
     return Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.from-env-"))
 
 
-def adopt(downloaded: Path, target: Path, keep: Iterable[Path] = ()) -> list[str]:
+def adopt(downloaded: Path, target: Path, keep: Iterable[Path] = ()) -> tuple[list[str], int]:
     """Make `target` hold what came back in `downloaded` (sanitized first), entry by entry; `keep` are paths in
     `target` that are not the role's (a workspace inside the project): left as they are. Returns what was
-    dropped. `downloaded` is consumed. `target` itself is never followed: writable paths are adopted outermost
+    dropped and the bytes that came back. `downloaded` is consumed. `target` itself is never followed: writable paths are adopted outermost
     first and only (`outermost`), since what came back for an outer one may have made an inner one a link (a
     Developer's `.git` pointed at hoh's state, or at a directory outside the workspace)."""
-    dropped = sanitize(downloaded)
+    dropped, came = sanitize(downloaded)
     kept = {p.resolve() for p in keep}
     target.mkdir(parents=True, exist_ok=True)
     if target.is_symlink():  # replaced by one: emptying it would empty whatever the role pointed it at
@@ -107,4 +116,4 @@ def adopt(downloaded: Path, target: Path, keep: Iterable[Path] = ()) -> list[str
             continue
         shutil.move(str(entry), str(dest))
     shutil.rmtree(downloaded, ignore_errors=True)
-    return dropped
+    return dropped, came

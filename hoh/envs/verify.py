@@ -12,7 +12,7 @@ one before the next attempt, and that is journaled. Nothing in the container can
 engine: the container cannot reach the engine, and the diff is computed by the engine from its own layers.
 
 Of `/opt/hoh`, what decides an attempt's outcome is put in afresh before each attempt (the supervisor that
-records the exit code, the forwarder, the programs on the attempt's PATH: `stage_programs` in `executor.py`). What
+records the exit code, the forwarder, the programs on the attempt's PATH: `stage_programs` in `install.py`). What
 stays is a CLI's installed files: a role that alters them alters only its own later attempts, never a check.
 
 A process left running (a daemon) is killed before the next attempt starts, and counted (`supervise.run`).
