@@ -43,6 +43,8 @@ class Entry:
 
 
 JUNK = Entry("o")
+MAX_LINE = 1 << 20
+"""A longer line of the environment's change list is not one `inside.py` wrote: dropped, never held whole."""
 
 
 @dataclass
@@ -134,9 +136,12 @@ def apply(changes: Path, files: Path, roots: list[Path], keep: Iterable[Path], h
     kept = [str(p.resolve()) for p in keep]
     tops = [str(r) for r in roots]
     dropped: list[str] = []
-    with changes.open(encoding="ascii") as lines:
-        for line in lines:
-            change = json.loads(line)
+    with changes.open(encoding="ascii", errors="replace") as lines:
+        while line := lines.readline(MAX_LINE):
+            change = _valid(line)
+            if change is None:  # a script a role replaced may have written anything here
+                dropped.append(line[:200].rstrip("\n"))
+                continue
             op, path = change[0], change[1]
             inside = any(_under(path, top) for top in tops)
             if not inside or any(_under(path, k) for k in kept):
@@ -154,8 +159,35 @@ def apply(changes: Path, files: Path, roots: list[Path], keep: Iterable[Path], h
                 dropped.append(path)
                 continue
             _, _, kind, mode, target, index = change
-            held.entries[path] = _put(path, kind, mode, target, files / str(index) if index is not None else None)
+            source = files / str(index) if index is not None else None
+            if source is not None and not _regular(source):  # a link or nothing where its copy should be
+                held.entries[path] = JUNK
+                dropped.append(path)
+                continue
+            held.entries[path] = _put(path, kind, mode, target, source)
     return dropped
+
+
+def _valid(line: str) -> list | None:
+    """One change as `inside.py collect` writes it, or None: an absolute, normal path (no `..`), a kind, an integer
+    mode and file number. The listing comes from the environment, where a role may have replaced its python3."""
+    try:
+        change = json.loads(line)
+    except ValueError:
+        return None
+    if not (isinstance(change, list) and len(change) >= 2 and isinstance(change[1], str)
+            and change[1].startswith("/") and os.path.normpath(change[1]) == change[1] and "\0" not in change[1]):
+        return None
+    if change[0] in ("del", "drop") and len(change) == 2:
+        return change
+    if change[0] != "put" or len(change) != 6:
+        return None
+    _, _, kind, mode, target, index = change
+    fine = isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o7777 and (
+        (kind == "f" and isinstance(index, int) and not isinstance(index, bool) and index >= 0 and target is None)
+        or (kind == "d" and index is None and target is None)
+        or (kind == "l" and index is None and isinstance(target, str) and target and "\0" not in target))
+    return change if fine else None
 
 
 def _put(path: str, kind: str, mode: int, target: str | None, source: Path | None) -> Entry:
@@ -180,6 +212,13 @@ def _put(path: str, kind: str, mode: int, target: str | None, source: Path | Non
     digest = sha256_file(source)
     os.replace(source, path)
     return Entry("f", mode, digest)
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _under(path: str, root: str) -> bool:

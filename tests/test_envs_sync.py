@@ -1,0 +1,63 @@
+"""What comes back from a role's environment is hostile input: `sync.apply` takes only what an honest
+`inside.py collect` could have listed, inside the writable roots, never through a link (no Docker needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hoh.envs import sync
+
+
+def test_a_forged_change_list_changes_nothing_outside_the_writable_root_and_the_honest_changes_land(tmp_path):
+    root, outside, came = tmp_path / "w", tmp_path / "outside", tmp_path / "came"
+    (root / "sub").mkdir(parents=True)
+    (root / "old.txt").write_text("old\n")
+    (root / "gone.txt").write_text("gone\n")
+    outside.mkdir()
+    secret = outside / "secret"
+    secret.write_text("keep\n")
+    secret.chmod(0o600)
+    (root / "out").symlink_to(outside)  # a link the role made earlier, kept as a link here
+    files = came / "files"
+    files.mkdir(parents=True)
+    (files / "0").write_text("new\n")
+    (files / "1").symlink_to(secret)  # its "copy" is a link to a file of this machine
+    (files / "2").write_text("evil\n")
+    changes = [
+        ["del", str(root / "gone.txt")],
+        ["put", str(root / "new.txt"), "f", 0o4755, None, 0],             # setuid dropped, content lands
+        ["put", str(root / "linked.txt"), "f", 0o644, None, 1],           # a copy that is a link: dropped
+        ["put", f"{root}/../outside/planted", "f", 0o644, None, 2],        # `..`: dropped
+        ["put", str(root / "x.txt"), "f", 0o644, None, "../files/2"],     # a file number that is a path: dropped
+        ["put", str(root / "out" / "through"), "f", 0o644, None, 2],      # through a link: dropped
+        ["put", str(root / "ln"), "l", 0, "/etc/passwd", None],            # a link is kept as a link
+        ["put", str(root / "sub"), "d", 0o700, None, None],
+        ["drop", str(root / "fifo")],
+    ]
+    lines = [json.dumps(c) for c in changes] + ["{not json", "x" * (3 * sync.MAX_LINE)]
+    (came / "changes.jsonl").write_text("\n".join(lines) + "\n", encoding="ascii")
+    held = sync.Held(digest="h", entries={str(root / "gone.txt"): sync.Entry("f", 0o644, "x")})
+
+    dropped = sync.apply(came / "changes.jsonl", files, [root], [], held)
+
+    assert secret.read_text() == "keep\n" and (secret.stat().st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (root / "new.txt").read_text() == "new\n" and (root / "new.txt").stat().st_mode & 0o7777 == 0o755
+    assert not (root / "gone.txt").exists() and not (root / "linked.txt").exists() and not (root / "x.txt").exists()
+    assert os.readlink(root / "ln") == "/etc/passwd" and (root / "out").is_symlink()
+    assert (root / "sub").stat().st_mode & 0o777 == 0o700 and (root / "old.txt").read_text() == "old\n"
+    assert {str(root / "linked.txt"), str(root / "out" / "through"), str(root / "fifo")} <= set(dropped)
+    assert len(dropped) >= 7  # the forged lines are named too (cut short), never read whole
+    assert str(root / "gone.txt") not in held.entries
+    assert held.entries[str(root / "new.txt")] == sync.Entry("f", 0o4755, sync.sha256_file(root / "new.txt"))
+    assert held.entries[str(root / "linked.txt")] == sync.JUNK  # removed there before the next attempt
+
+
+def test_a_directory_forgotten_takes_what_was_under_it_and_a_file_only_itself():
+    held = sync.Held(entries={"/w/d": sync.Entry("d", 0o755), "/w/d/a": sync.Entry("f", 0o644, "1"),
+                              "/w/dd": sync.Entry("f", 0o644, "2"), "/w/f": sync.Entry("f", 0o644, "3")})
+    held.forget("/w/d")
+    held.forget("/w/f")
+    assert held.entries == {"/w/dd": sync.Entry("f", 0o644, "2")}
