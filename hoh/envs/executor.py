@@ -35,8 +35,8 @@ from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
 from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET, inside_base_url, proxy_url
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import attempt_egress, proxy_env, socket_dir
-from ..runtime.guard import HashCache
 from ..store import events as ev
+from ..store.hashcache import HashCache
 from . import supervise, sync, transfer, verify
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line
 from .install import FORWARDER, SITE, Programs, gateway_of, install_forwarder, install_harness, stage_programs

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..runtime.guard import HashCache
+from ..store.hashcache import HashCache
 from . import supervise, sync, transfer
 
 VIEW = "view"

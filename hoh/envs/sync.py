@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..fsutil import sha256_file
-from ..runtime.guard import HashCache
+from ..store.hashcache import HashCache
 
 SOURCE = (Path(__file__).parent / "inside.py").read_text(encoding="utf-8")
 

@@ -15,7 +15,6 @@ changed, not the size of the area or of the history:
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
 import stat
@@ -24,82 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..fsutil import sha256_file
 from ..store.git import History
-from ..store.mirror import settled
+from ..store.hashcache import HashCache, ignored
 from ..store.seal import SealedState
 
 MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
 MAX_HASH_BYTES = 256 * 1024 * 1024
 """A larger file (a role can make a sparse one of any size) is known by its stat, not read: hashing it
 would hold up every later role's guard."""
-MAX_CACHED_BYTES = 64 * 1024 * 1024
 Fingerprint = dict[str, str]
-
-
-class HashCache:
-    """sha256 and bytes of files by stat identity: a file is read again only when its stat changed (every
-    attempt's guard snapshots the same state files, which mostly have not)."""
-
-    def __init__(self) -> None:
-        self._known: dict[str, tuple[tuple[int, int, int, int], str]] = {}
-        self._bytes: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
-        self._bytes_held = 0
-        self._listings: dict[tuple[str, bool], tuple[tuple[int, int, int, int], frozenset[str], tuple[str, ...],
-                                                     list[str]]] = {}
-
-    def listing(self, directory: str, skip: frozenset[str], ignore: tuple[str, ...], top: bool) -> list[str] | None:
-        """The names in `directory` a fingerprint looks at (not skipped, not ignored, not a top `.git`); None
-        when it cannot be read. Listed again only when the directory changed: any name made, removed or
-        renamed there moves its ctime, which no one can set back; state/loops holds a name per loop, nearly
-        all of them skipped, and every attempt's guard looks at it many times."""
-        try:
-            st = os.lstat(directory)  # before the listing: a change after it changes the identity
-        except OSError:
-            return None
-        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-        known = self._listings.get((directory, top))
-        if known is not None and known[0] == key and known[2] == ignore and (known[1] is skip or known[1] == skip):
-            return known[3]
-        try:
-            with os.scandir(directory) as entries:
-                names = [e.name for e in entries if e.path not in skip and not (top and e.name == ".git")
-                         and not _ignored(e.name, ignore)]
-        except OSError:
-            return None
-        if stat.S_ISDIR(st.st_mode) and settled(st):
-            self._listings[(directory, top)] = (key, skip, ignore, names)
-        return names
-
-    def digest(self, path: str, st: os.stat_result) -> str:
-        key = _stat_key(st)
-        known = self._known.get(path)
-        if known and known[0] == key:
-            return known[1]
-        digest = sha256_file(Path(path))
-        self._known[path] = (key, digest)
-        return digest
-
-    def content(self, path: str, st: os.stat_result) -> bytes:
-        """The file's bytes (for a snapshot to restore from), kept while its stat stays; at most
-        MAX_CACHED_BYTES are kept in all (then the cache starts over)."""
-        key = _stat_key(st)
-        known = self._bytes.get(path)
-        if known and known[0] == key:
-            return known[1]
-        with open(path, "rb") as fh:
-            data = fh.read()
-        if known:
-            self._bytes_held -= len(known[1])
-        if self._bytes_held + len(data) > MAX_CACHED_BYTES:
-            self._bytes, self._bytes_held = {}, 0
-        self._bytes[path] = (key, data)
-        self._bytes_held += len(data)
-        return data
-
-
-def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def fingerprint(root: Path, ignore: list[str], skip: tuple[Path, ...] | frozenset[str] = (),
@@ -142,10 +74,6 @@ def _identity(path: str, st: os.stat_result, cache: HashCache) -> str:
     if stat.S_ISREG(st.st_mode):
         return f"{cache.digest(path, st)}:{mode:o}"
     return f"special:{stat.S_IFMT(st.st_mode):o}"  # a FIFO or socket: never opened (a FIFO would block)
-
-
-def _ignored(name: str, patterns: list[str] | tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatch(name, p) for p in patterns)
 
 
 def diff(before: Fingerprint, after: Fingerprint, label: str = "") -> list[str]:
@@ -269,7 +197,7 @@ class WorkTreeArea(Area):
 
     def _changes(self) -> set[str]:
         return {c for c in self.history.status(self.work_tree, self.index)
-                if not any(_ignored(part, self.ignore) for part in c.partition(" ")[2].rstrip("/").split("/"))}
+                if not any(ignored(part, self.ignore) for part in c.partition(" ")[2].rstrip("/").split("/"))}
 
     def _known_key(self):
         commit = self.history.clean_at if self.work_tree == self.history.work_tree else None

@@ -17,8 +17,9 @@ from typing import Callable
 
 from ..store.git import History
 from ..store.gitrun import GitError
+from ..store.hashcache import HashCache
 from ..store.mirror import ProjectMirror, settled
-from .guard import Area, FileArea, Fingerprint, HashCache, _identity, diff
+from .guard import Area, FileArea, Fingerprint, _identity, diff
 
 GUARD, FREE, OPAQUE = "guard", "free", "opaque"
 """A git dir entry is fingerprinted (GUARD), or left to git but searched for links (FREE), or left to git

@@ -24,8 +24,9 @@ from ..store.journal import Journal
 from ..store.mirror import ProjectMirror
 from ..store.notes import Note
 from ..store.seal import SealedState
+from ..store.hashcache import HashCache
+from .guard import Area, FileArea, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .loopsview import LoopsView
-from .guard import Area, FileArea, HashCache, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .roles import RoleJob
 
 if TYPE_CHECKING:
