@@ -61,3 +61,45 @@ def test_a_directory_forgotten_takes_what_was_under_it_and_a_file_only_itself():
     held.forget("/w/d")
     held.forget("/w/f")
     assert held.entries == {"/w/dd": sync.Entry("f", 0o644, "2")}
+
+
+def test_what_comes_out_through_a_channel_is_taken_apart_member_by_member(tmp_path):
+    """The tar a container's `exec` prints after hoh's mark (`channel.py`) is a role's: names out of the
+    directory, links out of it, devices and setuid bits never land; the honest members do, and what a role wrote
+    before the mark is only text."""
+    import io
+    import tarfile
+
+    from hoh.envs import channel
+
+    target = tmp_path / "target"
+    target.mkdir()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        def add(name: str, data: bytes = b"", **fields) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            for key, value in fields.items():
+                setattr(info, key, value)
+            tar.addfile(info, io.BytesIO(data) if data else None)
+        add("./streams/events.jsonl", b'{"ok": 1}\n')
+        add("./writable/0/run.sh", b"echo\n", mode=0o4755)
+        add("../escaped.txt", b"out\n")
+        add(str(tmp_path / "absolute.txt"), b"out\n")
+        add("./writable/0/up", type=tarfile.SYMTYPE, linkname="../../../..")
+        add("./writable/0/up/through.txt", b"through a link\n")
+        add("./writable/0/null", type=tarfile.CHRTYPE, devmajor=1, devminor=3)
+    mark = channel.Channel.mark()
+    out = tmp_path / "stdout"
+    out.write_bytes(b"left=0\ncollected={}\n" + f"\n{mark}\n".encode() + buffer.getvalue())
+    text, at = channel.split(out, mark)
+    assert text == "left=0\ncollected={}\n" and at is not None
+    into = tmp_path / "into"
+    channel.unpack(out, at, into)
+    assert (into / "streams" / "events.jsonl").read_text() == '{"ok": 1}\n'
+    assert (into / "writable" / "0" / "run.sh").stat().st_mode & 0o7777 == 0o755
+    assert not (into / "writable" / "0" / "up").is_symlink() and not (into / "writable" / "0" / "null").exists()
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "absolute.txt").exists()
+    assert list(tmp_path.rglob("through.txt")) == [into / "writable" / "0" / "up" / "through.txt"]
+    assert not (tmp_path.parent / "through.txt").exists()
+    assert channel.split(out, channel.Channel.mark())[1] is None  # another exec's mark is not this one's

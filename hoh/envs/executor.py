@@ -18,12 +18,12 @@ its container is started again on a bridge network, with the proxy on the gatewa
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import shutil
 import tempfile
 import threading
 import uuid
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, TypeVar
@@ -31,14 +31,16 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, TypeVar
 from ..errors import EnvironmentUnavailable
 from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
-from ..harness.egress import PLACEHOLDER_KEY, EgressPolicy, EgressProxy
-from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET, inside_base_url, proxy_url
+from ..harness.egress import PLACEHOLDER_KEY
+from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET
 from ..harness.executor import Execution, Executor, Launch
 from ..harness.network import attempt_egress, proxy_env, socket_dir
 from ..store import events as ev
 from ..store.hashcache import HashCache
 from . import supervise, sync, transfer, verify
-from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line
+from .channel import pack, usable
+from .gateway import through_gateway
+from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, unscoped
 from .install import FORWARDER, SITE, Programs, gateway_of, install_forwarder, install_harness, stage_programs
 from .moving import Move
 
@@ -58,18 +60,6 @@ START_TIMEOUT = 1800.0
 """An image may be built at the start (a Dockerfile): half an hour before hoh gives up on it."""
 COPY_TIMEOUT = 1800.0
 STOP_TIMEOUT = 300.0
-
-
-async def unscoped(env: "BaseEnvironment | None", coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` with none of the variables Harbor lays over every `exec` of an agent's phase (its trial's
-    `scoped_exec_env`: the agent's `--ae` values, the model's key among them). hoh reads what it needs of them on
-    this side (the key, for its egress proxy); in the role's environment every process of an attempt (the shell of
-    each `exec`, the supervisor, the CLI) would hold them, for the role to read in /proc. The overlay lives in a
-    context variable: cleared in this task's own copy of the context, it stays as it is for Harbor."""
-    overlays = getattr(env, "_exec_env_overlays", None)
-    if isinstance(overlays, contextvars.ContextVar):
-        overlays.set(())
-    return await coro
 
 
 class RoleEnvironment(Executor):
@@ -96,6 +86,9 @@ class RoleEnvironment(Executor):
         self.baseline: set[str] = set()
         """What the engine listed as changed in it when it had started (`verify.py`)."""
         self._verified: set[Path] = set()
+        self._asked: tuple[int, Future[list[str]]] | None = None
+        """The engine's diff asked as attempt N (alone there) was collected, every process it left killed: the
+        next attempt waits for that answer, asked while other roles ran, instead of asking again."""
         self.socket_dir: Path | None = None
         """Where hoh's proxy listens for a closed environment (bound in at `INSIDE_SOCKET`'s dir)."""
         self.owned = env is None
@@ -173,10 +166,12 @@ class RoleEnvironment(Executor):
             if self.container is None:
                 self.warn(UNVERIFIED.format(name=self.spec.name))
                 return
-            allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
+            asked, self._asked = self._asked, None
             try:
-                changes = self._run(verify.unexpected_changes(self.env, self.container, allowed, self.baseline),
-                                    300)
+                if asked is not None and asked[0] == self.runs and not asked[1].cancelled():
+                    changes = asked[1].result(300)
+                else:
+                    changes = self._run(self._unexpected(), 300)
             except (OSError, TimeoutError) as err:
                 changes = [f"? the engine could not say what changed: {one_line(err)}"]
             if not changes:
@@ -184,6 +179,11 @@ class RoleEnvironment(Executor):
             self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
                                                changes=verify.summary(changes)))
             self._replace()
+
+    def _unexpected(self) -> Coroutine[Any, Any, list[str]]:
+        assert self.env is not None and self.container is not None
+        allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
+        return unscoped(self.env, verify.unexpected_changes(self.env, self.container, allowed, self.baseline))
 
     def _replace(self) -> None:
         """A fresh environment in place of this one (its proxy's socket dir kept), journaled."""
@@ -200,7 +200,7 @@ class RoleEnvironment(Executor):
         """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed.
         `keep_socket`: its proxy's directory stays, for the fresh environment that replaces it."""
         env, self.env, self.ready, self.gateway, self.container = self.env, None, False, None, None
-        self.held = None
+        self.held, self._asked = None, None
         if self.socket_dir is not None and not keep_socket:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None
@@ -229,23 +229,8 @@ class RoleEnvironment(Executor):
         if self.gateway is None or not upstream:
             yield request
             return
-        # An open container: the CLI gets the proxy's address on the environment's gateway and this attempt's
-        # token, which opens the proxy (reachable from more than this container) only until the attempt ends.
-        hosts = request.jail.allow_hosts if request.jail else ()
-        policy = EgressPolicy(upstream=upstream, credential=adapter.api_key(), allow_hosts=tuple(hosts))
-        try:
-            proxy = EgressProxy(policy, log_path=attempt_dir / "egress.jsonl", tcp_host=self.gateway)
-            proxy.start()
-        except OSError as err:
-            raise EnvironmentUnavailable(f"--env {self.spec.name}: hoh's egress proxy cannot listen on the "
-                                         f"environment's gateway {self.gateway} ({err.strerror}); a remote "
-                                         "environment cannot reach hoh's proxy") from None
-        try:
-            yield dataclasses.replace(request, endpoint=inside_base_url(upstream, proxy.tcp_port, self.gateway),
-                                      proxy_url=proxy_url(policy.token, self.gateway, proxy.tcp_port),
-                                      egress_token=policy.token)
-        finally:
-            proxy.close()
+        with through_gateway(adapter, request, attempt_dir, self.gateway, upstream, self.spec.name) as opened:
+            yield opened
 
     def execute(self, launch: Launch, request: RoleRequest, attempt_dir: Path,
                 on_spawn: Callable[[int], None] | None) -> Execution:
@@ -294,9 +279,10 @@ class RoleEnvironment(Executor):
         command = {"argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
                    "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}
         atomic_write_json(attempt_dir / "command.json", command, durable=False)
+        scratch = Path(tempfile.mkdtemp(prefix="hoh-env-exec-"))
         try:
-            ran = self._start_attempt(env, move, launch, request, variables, argv, alone)
-            self._collect(env, move, request, attempt_dir)
+            ran = self._start_attempt(env, move, launch, request, variables, argv, alone, scratch)
+            self._collect(env, move, request, attempt_dir, alone, scratch)
         except (OSError, TimeoutError, RuntimeError, shutil.Error) as error:
             for name in ("events.jsonl", "stderr.log"):
                 if not (attempt_dir / name).exists():
@@ -304,28 +290,42 @@ class RoleEnvironment(Executor):
             empty = supervise.result(None, None, 0.0, attempt_dir / "events.jsonl", attempt_dir / "stderr.log",
                                      launch.argv[0])
             return Execution(empty, f"the {self.spec.name} environment failed ({one_line(error)})")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         atomic_write_json(attempt_dir / "command.json", {**command, "bytes_in": move.moved_in,
                                                          "bytes_out": move.moved_out}, durable=False)
         out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
         return Execution(supervise.result(ran.code, ran.limit, ran.seconds, out, err, launch.argv[0]))
 
+    def _through(self, env: "BaseEnvironment", move: Move, request: RoleRequest, alone: bool,
+                 scratch: Path) -> supervise.Through | None:
+        """The attempt's channel into its container, when it runs alone in one hoh can address (`channel.py`)."""
+        found = usable(env, self.container, self.python) if alone and self.owned else None
+        if found is None:
+            return None
+        return supervise.Through(found, scratch / "in.tar", scratch)
+
     def _start_attempt(self, env: "BaseEnvironment", move: Move, launch: Launch, request: RoleRequest,
-                       variables: dict[str, str], argv: list[str], alone: bool) -> supervise.Ran:
+                       variables: dict[str, str], argv: list[str], alone: bool, scratch: Path) -> supervise.Ran:
         """The view in, hoh's programs afresh (alone), the CLI started. A kept view a role changed is put right
         first (journaled); a record of it that cannot be believed replaces the environment."""
         for _ in range(3):
+            through = self._through(env, move, request, alone, scratch)
             with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
                 placed = move.stage(Path(staging))
                 if alone:  # hoh's programs afresh too: an earlier attempt may have changed or added to them
                     placed += stage_programs(self.programs, Path(staging))
                 supervise.stage_stdin(move.attempt, launch.stdin, Path(staging))
                 supervise.stage_env(move.attempt, variables, Path(staging))
-                self._run(env.upload_dir(staging, move.attempt.incoming), COPY_TIMEOUT)
+                if through is not None:
+                    pack(Path(staging), through.sent)
+                else:
+                    self._run(env.upload_dir(staging, move.attempt.incoming), COPY_TIMEOUT)
             try:
                 ran = self._run(supervise.run(env, move.attempt, placed, argv, str(launch.cwd),
                                               wall=request.wall_timeout, idle=request.idle_timeout,
                                               max_output=request.max_output_bytes, keep=self.own if alone else None,
-                                              view=move.place_command()))
+                                              view=move.place_args(), through=through))
             except supervise.Unplaced as unplaced:
                 changed = move.placed(unplaced.report)
                 self.record(ev.EnvironmentTampered(
@@ -346,23 +346,36 @@ class RoleEnvironment(Executor):
             return ran
         raise OSError("its view kept changing before the attempt could start")
 
-    def _collect(self, env: "BaseEnvironment", move: Move, request: RoleRequest, attempt_dir: Path) -> None:
-        """Both streams to the attempt's dir, and what the attempt wrote to its writable paths here."""
+    def _collect(self, env: "BaseEnvironment", move: Move, request: RoleRequest, attempt_dir: Path,
+                 alone: bool, scratch: Path) -> None:
+        """Both streams to the attempt's dir, and what the attempt wrote to its writable paths here. Alone there,
+        every process the attempt left is killed first and the engine is asked what changed (`_asked`)."""
+        through = self._through(env, move, request, alone, scratch)
         incoming = transfer.scratch_beside(attempt_dir)
         try:
             report = None
             if move.held is not None:
                 try:
-                    streams, report = self._run(supervise.collect_changes(
-                        env, move.attempt, move.collect_command(), request.max_output_bytes, incoming),
+                    streams, text = self._run(supervise.collect(
+                        env, move.attempt, move.collect_steps(request.max_output_bytes, self.own if alone else None), incoming, through),
                         COPY_TIMEOUT)
+                    report = supervise.changes_report(text)
                 except supervise.Unlisted:  # the next attempt finds out why (`verify.py`); this one comes back whole
                     with self._lock:
                         move.held = self.held = None
+                    shutil.rmtree(incoming, ignore_errors=True)
+                    incoming.mkdir()
             if report is None:
-                streams, copies = self._run(supervise.collect(
-                    env, move.attempt, [str(w.resolve()) for w in move.writable], request.max_output_bytes,
-                    incoming), COPY_TIMEOUT)
+                streams, text = self._run(supervise.collect(
+                    env, move.attempt, move.collect_steps(request.max_output_bytes, self.own if alone else None), incoming, through),
+                    COPY_TIMEOUT)
+                copies = [incoming / "writable" / str(n) for n in range(len(move.writable))]
+            with self._lock:
+                if alone and self.owned and self.container is not None and self.runs == move.attempt.number:
+                    self._asked = (self.runs, self.loop.submit(self._unexpected()))
+            if supervise.left(text):
+                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
+                                                   processes=supervise.left(text)))
             for name in ("events.jsonl", "stderr.log"):
                 source, dest = streams / name, attempt_dir / name
                 if source.is_file() and not source.is_symlink():

@@ -9,11 +9,13 @@ needed to make the same environment again, to stop it after a crash, is an `Envi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import logging
 import shutil
 import threading
 from concurrent.futures import CancelledError as FutureCancelled
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,6 +180,18 @@ class EnvironmentSpec:
             raise EnvironmentUnavailable(f"--env {self.name}: {one_line(err)}") from None
 
 
+async def unscoped(env: "BaseEnvironment | None", coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` with none of the variables Harbor lays over every `exec` of an agent's phase (its trial's
+    `scoped_exec_env`: the agent's `--ae` values, the model's key among them). hoh reads what it needs of them on
+    this side (the key, for its egress proxy); in the role's environment every process of an attempt (the shell of
+    each `exec`, the supervisor, the CLI) would hold them, for the role to read in /proc. The overlay lives in a
+    context variable: cleared in this task's own copy of the context, it stays as it is for Harbor."""
+    overlays = getattr(env, "_exec_env_overlays", None)
+    if isinstance(overlays, contextvars.ContextVar):
+        overlays.set(())
+    return await coro
+
+
 class EventLoop:
     """The asyncio loop Harbor's coroutines run on, for hoh's synchronous threads: hoh's own private loop in a
     daemon thread (several environments, roles or trials, may be driven at once from hoh's threads), or
@@ -213,6 +227,13 @@ class EventLoop:
         except BaseException:
             future.cancel()
             raise
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> "Future[T]":
+        """Start `coro` there and return at once: its future, cancelled by `interrupt()` as `run`'s are."""
+        if self.interrupted:
+            coro.close()
+            raise KeyboardInterrupt
+        return asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
 
     async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T:
         task = asyncio.current_task()

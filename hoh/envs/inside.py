@@ -18,6 +18,9 @@ to an entry changes its key.
     collect OUT EXPECT ROOT...   after the attempt: what changed in each writable ROOT since the record, as
                         OUT/changes.jsonl (deletions first, then entries, files copied as OUT/files/N), and
                         `collected={"held": SHA, "believed": BOOL}`.
+    unpack DIR [place PLAN EXPECT]   a tar of hoh's on stdin into DIR (a Docker or Podman container's `exec`
+                        gets it so, `channel.py`), then place.
+    pack DIR            DIR as a tar on stdout.
 """
 
 import hashlib
@@ -254,9 +257,33 @@ def collect(out, expect, roots):
     return 0
 
 
+def unpack(into):
+    """hoh's staged files, a tar on stdin (hoh's own, from `channel.py`), into `into`."""
+    import tarfile
+    os.makedirs(into, exist_ok=True)
+    trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+    with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
+        tar.extractall(into, **trusted)
+    return 0
+
+
+def pack(directory):
+    """`directory` as a tar on stdout, for hoh to take apart as hostile input (`channel.py`)."""
+    import tarfile
+    sys.stdout.flush()
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as tar:
+        tar.add(directory, arcname=".")
+    return 0
+
+
 def main(argv):
     if argv[0] == "place":
         return place(argv[1], argv[2])
+    if argv[0] == "unpack":  # and, when it says so, place
+        unpack(argv[1])
+        return place(argv[3], argv[4]) if argv[2:3] == ["place"] else 0
+    if argv[0] == "pack":
+        return pack(argv[1])
     return collect(argv[1], argv[2], argv[3:])
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Iterable
 
 from ..store.hashcache import HashCache
 from . import supervise, sync, transfer
+from .channel import inside
 
 VIEW = "view"
 """Where a kept view's plan is staged, under the attempt's incoming directory."""
@@ -39,17 +39,21 @@ class Move:
                                                staging / VIEW)
         return []
 
-    def place_command(self) -> str | None:
+    def place_args(self) -> list[str] | None:
+        """`inside.py place`'s arguments; None for a fresh copy."""
         if self.held is None:
             return None
-        q = shlex.quote
-        return f"python3 -I -c {q(sync.SOURCE)} place {q(f'{self.attempt.incoming}/{VIEW}')} {q(self.held.digest)}"
+        return [f"{self.attempt.incoming}/{VIEW}", self.held.digest]
 
     def collect_command(self) -> str:
         assert self.held is not None
-        q = shlex.quote
-        return (f"python3 -I -c {q(sync.SOURCE)} collect {q(f'{self.attempt.outgoing}/writable')} "
-                f"{q(self.held.digest)} {' '.join(q(str(w)) for w in self.writable)}")
+        return inside("collect", f"{self.attempt.outgoing}/writable", self.held.digest, *map(str, self.writable))
+
+    def collect_steps(self, max_output: int, keep: tuple[int, ...] | None) -> str:
+        """The steps that gather, after the attempt, what comes back (`supervise.py`)."""
+        if self.held is not None:
+            return supervise.change_steps(self.attempt, self.collect_command(), max_output, keep)
+        return supervise.copy_steps(self.attempt, [str(w.resolve()) for w in self.writable], max_output, keep)
 
     def placed(self, report: dict) -> list[str]:
         assert self.held is not None

@@ -26,6 +26,7 @@ import asyncio
 import json
 import math
 import shlex
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Iterable, Literal
 
 from ..evidence.checks import ENV_NAME
 from ..harness.process import KILL_GRACE_SECONDS, ProcessResult, file_excerpt
+from .channel import Channel, inside, printed, unpack
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -43,6 +45,7 @@ SUPERVISOR_PATH = f"{ROOT}/supervise.sh"
 SUPERVISOR = """#!/bin/sh
 # hoh's supervisor of one attempt (hoh/envs/supervise.py): DIR CWD -- ARGV...
 d=$1; cwd=$2; shift 3
+echo $$ >"$d/sup"
 cd "$cwd" 2>"$d/stderr" || { echo 126 >"$d/exit"; exit 0; }
 # Its own session, so one kill reaches everything it starts (setsid does not fork: the job is no group leader).
 if command -v setsid >/dev/null 2>&1; then set -- setsid "$@"; fi
@@ -107,13 +110,17 @@ def _wait(attempt: Attempt, seconds: float, max_output: int) -> str:
     """Wait in the environment up to `seconds` for the attempt to end or flood, then print `CODE|SIZE`."""
     q = shlex.quote
     size = " + ".join(f"$(wc -c < {q(attempt.file(n))} 2>/dev/null || echo 0)" for n in ("stdout", "stderr"))
-    return (f'end=$(( $(date +%s) + {math.ceil(seconds)} )); while [ ! -e {q(attempt.file("exit"))} ] && '
-            f'[ "$(date +%s)" -lt "$end" ] && [ $(( {size} )) -le {max_output} ]; do sleep 0.05; done; '
+    # Every look spawns a few processes: often at first (a short attempt is seen to end at once), then rarely.
+    return (f'pause=0.01; n=0; end=$(( $(date +%s) + {math.ceil(seconds)} )); while [ ! -e {q(attempt.file("exit"))} ] && '
+            f'[ "$(date +%s)" -lt "$end" ] && [ $(( {size} )) -le {max_output} ]; do sleep $pause; n=$((n + 1)); '
+            f'[ "$n" -lt 30 ] || pause=0.1; done; '
             f"cat {q(attempt.file('exit'))} 2>/dev/null; echo '|'; echo $(( {size} ))")
 
 
 def _parsed(stdout: str | None) -> tuple[int | None, int]:
-    code, _, total = (stdout or "").partition("|")
+    """`_wait`'s `CODE|SIZE` (what follows it, a collection's lines, left alone)."""
+    code, _, rest = (stdout or "").partition("|")
+    total = rest.strip().partition("\n")[0]
     try:
         return (int(code.strip()) if code.strip() else None), int(total.strip() or 0)
     except ValueError:
@@ -127,19 +134,26 @@ def _signal(attempt: Attempt, sig: str) -> str:
 
 
 Limit = Literal["wall", "idle", "output"]
-LIVE = ('for d in /proc/[0-9]*; do p=${d#/proc/}; case " $keep $$ " in *" $p "*) continue ;; esac; '
-        'read -r s < "$d/stat" 2>/dev/null || continue; s=${s##*) }; [ "${s%% *}" = Z ] || live="$live $p"; done')
+LIVE = ('stray=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case " $keep $$ " in *" $p "*) continue ;; esac; '
+        'read -r s < "$d/stat" 2>/dev/null || continue; s=${s##*) }; set -- $s; [ "$1" = Z ] && continue; '
+        'live="$live $p"; [ "$4" = "$cli" ] || [ "$p" = "$sup" ] || stray=$((stray + 1)); done')
 """The processes in the environment but `$keep` and this shell, zombies not counted (an init that is `sleep`
-reaps none), as `$live`."""
+reaps none), as `$live`; as `$stray`, how many of them are neither in the session of the CLI `$cli` (its
+processes, just killed) nor the supervisor `$sup`."""
 
 
-def sweep(keep: Iterable[int], empty_tmp: bool = True) -> str:
+def sweep(keep: Iterable[int], empty_tmp: bool = True, ended: Attempt | None = None) -> str:
     """A shell command that kills every process an earlier attempt left running (all but `keep`, the
     environment's own: its init and what init started), empties /tmp (unless a view kept there is pruned by
-    `inside.py` instead), and prints `left=N` first."""
+    `inside.py` instead), and prints `left=N` first. `ended`: the attempt just ended, whose CLI's session and
+    supervisor are killed but not counted as left (their pids are files a role could write: a role may hide a
+    process from the count this way, never from the kill)."""
     empty = "rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* 2>/dev/null; " if empty_tmp else ""
-    return (f'keep="{" ".join(map(str, keep))}"; left=0; for pass in 1 2 3; do live=""; {LIVE}; '
-            '[ -n "$live" ] || break; set -- $live; left=$((left + $#)); kill -9 $live 2>/dev/null; done; '
+    q = shlex.quote
+    mine = (f'cli=$(cat {q(ended.file("pid"))} 2>/dev/null); sup=$(cat {q(ended.file("sup"))} 2>/dev/null); '
+            if ended else 'cli=""; sup=""; ')
+    return (f'keep="{" ".join(map(str, keep))}"; {mine}left=0; for pass in 1 2 3; do live=""; {LIVE}; '
+            '[ -n "$live" ] || break; left=$((left + stray)); kill -9 $live 2>/dev/null; done; '
             f'{empty}echo "left=$left"')
 
 
@@ -171,7 +185,7 @@ def _report(stdout: str, prefix: str) -> tuple[dict | None, str]:
 
 def own_processes() -> str:
     """A shell command printing the environment's own processes (run once, before any attempt)."""
-    return f'keep=""; live=""; {LIVE}; echo $live'
+    return f'keep=""; cli=""; sup=""; live=""; {LIVE}; echo $live'
 
 
 @dataclass(frozen=True)
@@ -186,17 +200,53 @@ class Ran:
     """What `inside.py place` said, when it brought a kept view up to date."""
 
 
+@dataclass(frozen=True)
+class Came:
+    """What one `exec` through a channel brought out: its stdout file, where the tar starts, the text before it."""
+
+    stdout: Path
+    at: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Through:
+    """An attempt's `exec`s through a channel (`channel.py`): the tar of what goes in, and where the stdout of
+    each goes. What comes out is collected by an `exec` of its own, after the CLI's end: `inside.py collect` is
+    told the record `place` wrote as hoh read it before the CLI started, never anything the CLI could change."""
+
+    channel: Channel
+    sent: Path
+    scratch: Path
+
+
+async def _exec(env: "BaseEnvironment", through: Through | None, command: str, timeout: float,
+                sent: Path | None = None, mark: str | None = None) -> tuple[int, str, str, Came | None]:
+    """`command` there, by Harbor's `exec` or through the channel: (exit code, stdout text, stderr, what came)."""
+    if through is None:
+        result = await env.exec(command, timeout_sec=math.ceil(timeout))
+        return result.return_code, result.stdout or "", result.stderr or "", None
+    out = through.scratch / f"exec-{time.monotonic_ns()}"
+    reply = await through.channel.run(command, sent, out, mark or through.channel.mark(), timeout)
+    came = Came(out, reply.tar, reply.text) if reply.tar is not None else None
+    return reply.code, reply.text, reply.stderr, came
+
+
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
               wall: float, idle: float, max_output: int, keep: tuple[int, ...] | None = None,
-              view: str | None = None) -> Ran:
+              view: list[str] | None = None, through: Through | None = None) -> Ran:
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
     its end or a limit. `keep` (no other attempt runs there): kill whatever an earlier one left running but
-    those processes, and empty /tmp, first. `view`: the command (`inside.py place`) that brings a view kept there
-    up to date instead; Unplaced, nothing started, when it found it changed."""
+    those processes, and empty /tmp, first. `view`: the arguments of `inside.py place`, which brings a view kept
+    there up to date instead; Unplaced, nothing started, when it found it changed. `through`: a channel's, what goes in
+    sent on the first `exec`'s stdin."""
     q = shlex.quote
     place = [sweep(keep, empty_tmp=view is None)] if keep is not None else []
+    steps = ["unpack", attempt.incoming] if through is not None else []  # one python3 for both
     if view is not None:
-        place.append(f"{{ {view} || {{ rm -rf {q(f'{ROOT}/in')}; exit 0; }}; }}")
+        place.append(f"{{ {inside(*steps, 'place', *view)} || {{ rm -rf {q(f'{ROOT}/in')}; exit 0; }}; }}")
+    elif steps:
+        place.append(inside(*steps))
     place.append(f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}")
     for root in [*roots, attempt.dir]:
         staged = f"{attempt.incoming}{root}"
@@ -208,27 +258,25 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     begun = last_activity = time.monotonic()
     # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
     # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
-    result = await env.exec(f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
-                            f"{_wait(attempt, window, max_output)}", timeout_sec=EXEC_TIMEOUT + math.ceil(window))
-    if result.return_code != 0:
-        raise OSError(f"the environment would not start the attempt: {(result.stderr or result.stdout or '').strip()}")
+    started = f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & {_wait(attempt, window, max_output)}"
+    status, stdout, stderr, _ = await _exec(env, through, started, EXEC_TIMEOUT + window, through and through.sent)
+    if status != 0:
+        raise OSError(f"the environment would not start the attempt: {(stderr or stdout).strip()[-300:]}")
     leftovers = 0
     if keep is not None:
-        first, _, rest = (result.stdout or "").partition("\n")
+        first, _, stdout = stdout.partition("\n")
         leftovers = int(first.removeprefix("left=")) if first.startswith("left=") and first[5:].isdigit() else 0
-        result = result.model_copy(update={"stdout": rest})
     if view is not None:
-        report, rest = _report(result.stdout or "", "placed")
+        report, stdout = _report(stdout, "placed")
         if report is None:
-            raise OSError(f"hoh's script did not place the view: {(result.stderr or result.stdout or '').strip()[-300:]}")
+            raise OSError(f"hoh's script did not place the view: {(stderr or stdout).strip()[-300:]}")
         if report.get("held") is None or report.get("tampered"):
             raise Unplaced(report)
-        result = result.model_copy(update={"stdout": rest})
     placed = report if view is not None else None
     seen = 0
     try:
         while True:
-            code, size = _parsed(result.stdout)
+            code, size = _parsed(stdout)
             now = time.monotonic()
             if code is not None:
                 # A flood that ended before hoh looked is still cut at the cap when it is copied out.
@@ -242,7 +290,7 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
                 await kill(env, attempt)
                 return Ran(None, limit, round(time.monotonic() - begun, 3), leftovers, placed)
             window = max(1.0, min(LOOK_SECONDS, wall - (now - begun), idle - (now - last_activity)))
-            result = await env.exec(_wait(attempt, window, max_output), timeout_sec=EXEC_TIMEOUT + math.ceil(window))
+            _, stdout, _, _ = await _exec(env, through, _wait(attempt, window, max_output), EXEC_TIMEOUT + window)
     except asyncio.CancelledError:
         await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)  # hoh was interrupted: not alone on
         raise
@@ -254,40 +302,66 @@ async def kill(env: "BaseEnvironment", attempt: Attempt, grace: float = KILL_GRA
     await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)
 
 
-def _stream_steps(attempt: Attempt, max_output: int) -> list[str]:
+def _stream_steps(attempt: Attempt, max_output: int, keep: tuple[int, ...] | None) -> list[str]:
+    """Kill the attempt's session (and, `keep` given, every process but those), then cut both streams out."""
     q, out = shlex.quote, attempt.outgoing
-    steps = [_signal(attempt, "KILL"), f"mkdir -p {q(out)}/streams {q(out)}/writable"]
+    steps = [_signal(attempt, "KILL"), *([sweep(keep, empty_tmp=False, ended=attempt)] if keep is not None else []),
+             f"mkdir -p {q(out)}/streams {q(out)}/writable"]
     return steps + [f"head -c {max_output} {q(attempt.file(src))} > {q(out)}/streams/{dest} 2>/dev/null"
                     for src, dest in (("stdout", "events.jsonl"), ("stderr", "stderr.log"))]
 
 
-async def collect(env: "BaseEnvironment", attempt: Attempt, writable: list[str], max_output: int,
-                  into: Path) -> tuple[Path, list[Path]]:
-    """Kill what the attempt left running, then copy out, in one copy, both streams (each cut at the output cap
-    first: a flood stays in the environment) and the writable paths: (the streams' dir, each writable path's
-    copy) under `into`."""
+def copy_steps(attempt: Attempt, writable: list[str], max_output: int, keep: tuple[int, ...] | None) -> str:
+    """Kill what the attempt left running (`keep`: all but those processes), then gather, for one copy out, both
+    streams (each cut at the output cap first: a flood stays in the environment) and the writable paths, as
+    `outgoing/streams` and `outgoing/writable/<n>`."""
     q, out = shlex.quote, attempt.outgoing
-    steps = _stream_steps(attempt, max_output)
+    steps = _stream_steps(attempt, max_output, keep)
     # Hard links: the copy out reads them once; nothing in the environment runs any more.
     steps += [f"mkdir -p {q(out)}/writable/{n} && {{ [ ! -d {q(w)} ] || cp -al {q(w)}/. {q(out)}/writable/{n}/ "
               f"2>/dev/null || cp -a {q(w)}/. {q(out)}/writable/{n}/; }}" for n, w in enumerate(writable)]
-    await env.exec("; ".join(steps) + "; true", timeout_sec=600)
-    await env.download_dir(out, into)
-    return into / "streams", [into / "writable" / str(n) for n in range(len(writable))]
+    return "; ".join(steps) + "; true"
 
 
-async def collect_changes(env: "BaseEnvironment", attempt: Attempt, changes: str, max_output: int,
-                          into: Path) -> tuple[Path, dict]:
-    """As `collect`, with what changed in the writable paths as `inside.py collect` (`changes`, the command,
-    writing into the attempt's `outgoing/writable`) lists it: (the streams' dir, its report); `into/writable`
-    holds `changes.jsonl` and `files/`. OSError when the script said nothing."""
-    steps = _stream_steps(attempt, max_output)
-    result = await env.exec("; ".join(steps) + f"; {changes}", timeout_sec=600)
-    report, _ = _report(result.stdout or "", "collected")
+def change_steps(attempt: Attempt, changes: str, max_output: int, keep: tuple[int, ...] | None) -> str:
+    """As `copy_steps`, with what changed in the writable paths as `inside.py collect` (`changes`, the command,
+    writing into `outgoing/writable`) lists it: `changes.jsonl` and `files/`, and its `collected=` line."""
+    return "; ".join(_stream_steps(attempt, max_output, keep)) + f"; {changes}"
+
+
+async def collect(env: "BaseEnvironment", attempt: Attempt, steps: str, into: Path,
+                  through: Through | None = None) -> tuple[Path, str]:
+    """Run the collecting `steps` there and bring `outgoing` to `into`: (the streams' dir, the steps' output)."""
+    if through is None:
+        result = await env.exec(steps, timeout_sec=600)
+        await env.download_dir(attempt.outgoing, into)
+        return into / "streams", result.stdout or ""
+    mark = through.channel.mark()
+    _, text, _, came = await _exec(env, through, f"{steps}; {printed(mark, attempt.outgoing)}", 600, mark=mark)
+    try:
+        if came is None:
+            raise OSError("no tar came out")
+        await asyncio.to_thread(unpack, came.stdout, came.at, into)
+    except OSError:  # hoh's script could not pack it (an attempt broke python3): the engine copies it out
+        await asyncio.to_thread(shutil.rmtree, into, True)
+        await env.download_dir(attempt.outgoing, into)
+    return into / "streams", text
+
+
+def left(text: str) -> int:
+    """How many processes a collecting step's sweep found left (`left=N`, its first such line)."""
+    for line in text.splitlines():
+        if line.startswith("left=") and line[5:].isdigit():
+            return int(line[5:])
+    return 0
+
+
+def changes_report(text: str) -> dict:
+    """`inside.py collect`'s report; Unlisted when there is none."""
+    report, _ = _report(text, "collected")
     if report is None:
-        raise Unlisted(f"the environment did not list what changed: {(result.stderr or '').strip()[:300]}")
-    await env.download_dir(attempt.outgoing, into)
-    return into / "streams", report
+        raise Unlisted("the environment did not list what changed")
+    return report
 
 
 def result(code: int | None, limit: Literal["wall", "idle", "output"] | None, seconds: float, out: Path,

@@ -1,0 +1,135 @@
+"""One `exec` per step in a Docker or Podman container, by the engine's own client, with bytes in and out.
+
+Harbor's `exec` takes no stdin and returns text, so through it an attempt costs four Compose calls: a copy in,
+an `exec` that places the view and starts the CLI, one that collects, a copy out (~0.2 s each). Here what goes
+in is a tar of hoh's on the `exec`'s stdin and what comes out a tar on its stdout, after a mark, so an attempt
+whose CLI ends within the first look costs one call to the engine (~50 ms), and any other two. Only for
+Harbor's own Docker and Podman environments, whose container hoh asked the engine for (`verify.py`), with
+python3 in the image (`inside.py` packs and unpacks); every other provider goes through Harbor's API.
+
+What comes back is hostile: a role is root in its container and may write into the `exec`'s stdout itself. It
+is taken apart member by member by Python's `data` filter (no absolute or escaping names or links, no devices,
+no setuid, no owners), a member the filter refuses left out, as `sanitize` and `sync.apply` then filter it
+again; the text before the mark is read as the role's own output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shlex
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..harness.process import inherited
+from . import verify
+from .sync import SOURCE
+
+if TYPE_CHECKING:
+    from harbor.environments.base import BaseEnvironment
+
+MAX_TEXT = 4 << 20
+"""What precedes the mark is hoh's commands' few lines (and what a role may add): more is not read."""
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Reply:
+    code: int
+    text: str
+    """stdout before the mark (all of it when there was none)."""
+    stderr: str
+    tar: int | None
+    """Where the tar starts in the stdout file; None without a mark."""
+
+
+def usable(env: "BaseEnvironment", container: str | None, python: bool) -> "Channel | None":
+    """A channel into `env`, when it is one of Harbor's own Docker or Podman environments (a subclass may
+    change what its calls do: it goes through them) with a known container and python3."""
+    engine = verify.engine_of(env)
+    if engine is None or container is None or not python or not hasattr(tarfile, "data_filter"):
+        return None
+    if not type(env).__module__.startswith("harbor.environments."):
+        return None
+    return Channel(engine, container)
+
+
+@dataclass(frozen=True)
+class Channel:
+    engine: tuple[str, ...]
+    container: str
+
+    @staticmethod
+    def mark() -> str:
+        """A line no earlier output of the `exec` can foresee (fresh for each)."""
+        return f"--hoh-tar-{secrets.token_hex(12)}--"
+
+    async def run(self, command: str, stdin: Path | None, stdout: Path, mark: str, timeout: float) -> Reply:
+        """`bash -c command` there (as Harbor's `exec` runs it), stdin from a file, stdout into a file."""
+        argv = [*self.engine, "exec", *(["-i"] if stdin else []), self.container, "bash", "-c", command]
+        env = inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR", prefixes=("DOCKER_", "CONTAINER"))
+        with open(stdin or os.devnull, "rb") as source, open(stdout, "wb") as sink:
+            process = await asyncio.create_subprocess_exec(*argv, stdin=source, stdout=sink,
+                                                           stderr=asyncio.subprocess.PIPE, env=env)
+            try:
+                _, err = await asyncio.wait_for(process.communicate(), timeout)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                process.kill()
+                await process.wait()
+                raise
+        text, at = split(stdout, mark)
+        return Reply(process.returncode or 0, text, err.decode(errors="replace")[-2000:], at)
+
+
+def inside(*args: str) -> str:
+    """The shell step that runs hoh's script there (`inside.py`), its source sent with it."""
+    return shlex.join(["python3", "-I", "-c", SOURCE, *args])
+
+
+def printed(mark: str, directory: str) -> str:
+    """The shell step that prints the mark and then `directory` as a tar (`inside.py pack`)."""
+    return f"printf '\\n%s\\n' {shlex.quote(mark)}; {inside('pack', directory)}"
+
+
+def split(stdout: Path, mark: str) -> tuple[str, int | None]:
+    """The text before the first mark line, and where the tar after it starts."""
+    needle = f"\n{mark}\n".encode()
+    with open(stdout, "rb") as fh:
+        head = fh.read(MAX_TEXT + len(needle))
+    at = head.find(needle)
+    if at < 0:
+        return head[:MAX_TEXT].decode(errors="replace"), None
+    return head[:at].decode(errors="replace"), at + len(needle)
+
+
+def pack(staging: Path, into: Path) -> None:
+    """hoh's staged files as one tar, every entry root's (as `docker cp` makes them in a container)."""
+    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(into, "w", format=tarfile.PAX_FORMAT) as tar:
+        for entry in sorted(staging.iterdir()):
+            tar.add(entry, arcname=entry.name, filter=owned_by_root)
+
+
+def unpack(stdout: Path, at: int, into: Path) -> None:
+    """The tar after the mark into `into`, each member through the `data` filter; one it refuses is left out."""
+    def checked(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+        try:
+            return tarfile.data_filter(member, path)
+        except tarfile.FilterError:
+            return None
+
+    into.mkdir(parents=True, exist_ok=True)
+    with open(stdout, "rb") as fh:
+        fh.seek(at)
+        try:
+            with tarfile.open(fileobj=fh, mode="r|") as tar:
+                tar.extractall(into, filter=checked)
+        except (tarfile.ReadError, EOFError) as err:
+            raise OSError(f"what came out of the environment is not a whole tar ({err})") from None
