@@ -352,12 +352,13 @@ class RoleEnvironment(Executor):
         every process the attempt left is killed first and the engine is asked what changed (`_asked`)."""
         through = self._through(env, move, request, alone, scratch)
         incoming = transfer.scratch_beside(attempt_dir)
+        keep = self.own if alone else None
         try:
             report = None
             if move.held is not None:
                 try:
                     streams, text = self._run(supervise.collect(
-                        env, move.attempt, move.collect_steps(request.max_output_bytes, self.own if alone else None), incoming, through),
+                        env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through),
                         COPY_TIMEOUT)
                     report = supervise.changes_report(text)
                 except supervise.Unlisted:  # the next attempt finds out why (`verify.py`); this one comes back whole
@@ -367,7 +368,7 @@ class RoleEnvironment(Executor):
                     incoming.mkdir()
             if report is None:
                 streams, text = self._run(supervise.collect(
-                    env, move.attempt, move.collect_steps(request.max_output_bytes, self.own if alone else None), incoming, through),
+                    env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through),
                     COPY_TIMEOUT)
                 copies = [incoming / "writable" / str(n) for n in range(len(move.writable))]
             with self._lock:

@@ -7,11 +7,12 @@ attempt's own directory there, and records its pid and exit code; hoh looks at t
 the output cap), the exit code, and its own clock (the wall timeout), kills the whole session when a limit is
 reached or hoh is interrupted, and then copies both streams out.
 
-Every `exec` costs Docker Compose ~0.1 s of CPU, so an attempt takes four however many files it moves: one
-copy in (the role's view and stdin, staged together), one `exec` that puts them in place, starts the CLI and
-waits for it (`LOOK_SECONDS`, again as long as it runs), one that kills what is left and links the streams and
-the writable paths into one directory, and one copy out. Needs `sh`, `wc`, `kill`, `head`, `date` and
-`sleep` in the image: every image that can run a CLI has them.
+Every `exec` costs Docker Compose ~0.1 s of CPU, so through Harbor's API an attempt takes four however many
+files it moves: one copy in (the role's view and stdin, staged together), one `exec` that puts them in place,
+starts the CLI and waits for it (`LOOK_SECONDS`, again as long as it runs), one that kills what is left and
+gathers the streams and the writable paths into one directory, and one copy out. Through a channel
+(`channel.py`: Harbor's own Docker and Podman) the copies ride on the two `exec`s. Needs `sh`, `wc`, `kill`,
+`head`, `date` and `sleep` in the image: every image that can run a CLI has them.
 
 The attempt's variables (the role's, a check's) are the CLI's alone: they travel in the copy, as a file of
 quoted `export` lines (`stage_env`) that the supervisor reads in the subshell that becomes the CLI, over the
@@ -111,7 +112,8 @@ def _wait(attempt: Attempt, seconds: float, max_output: int) -> str:
     q = shlex.quote
     size = " + ".join(f"$(wc -c < {q(attempt.file(n))} 2>/dev/null || echo 0)" for n in ("stdout", "stderr"))
     # Every look spawns a few processes: often at first (a short attempt is seen to end at once), then rarely.
-    return (f'pause=0.01; n=0; end=$(( $(date +%s) + {math.ceil(seconds)} )); while [ ! -e {q(attempt.file("exit"))} ] && '
+    return (f'pause=0.01; n=0; end=$(( $(date +%s) + {math.ceil(seconds)} )); '
+            f'while [ ! -e {q(attempt.file("exit"))} ] && '
             f'[ "$(date +%s)" -lt "$end" ] && [ $(( {size} )) -le {max_output} ]; do sleep $pause; n=$((n + 1)); '
             f'[ "$n" -lt 30 ] || pause=0.1; done; '
             f"cat {q(attempt.file('exit'))} 2>/dev/null; echo '|'; echo $(( {size} ))")
@@ -238,8 +240,8 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
     its end or a limit. `keep` (no other attempt runs there): kill whatever an earlier one left running but
     those processes, and empty /tmp, first. `view`: the arguments of `inside.py place`, which brings a view kept
-    there up to date instead; Unplaced, nothing started, when it found it changed. `through`: a channel's, what goes in
-    sent on the first `exec`'s stdin."""
+    there up to date instead; Unplaced, nothing started, when it found it changed. `through`: a channel's, what
+    goes in sent on the first `exec`'s stdin."""
     q = shlex.quote
     place = [sweep(keep, empty_tmp=view is None)] if keep is not None else []
     steps = ["unpack", attempt.incoming] if through is not None else []  # one python3 for both
@@ -258,7 +260,8 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     begun = last_activity = time.monotonic()
     # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
     # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
-    started = f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & {_wait(attempt, window, max_output)}"
+    started = (f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
+               f"{_wait(attempt, window, max_output)}")
     status, stdout, stderr, _ = await _exec(env, through, started, EXEC_TIMEOUT + window, through and through.sent)
     if status != 0:
         raise OSError(f"the environment would not start the attempt: {(stderr or stdout).strip()[-300:]}")

@@ -15,7 +15,11 @@ Of `/opt/hoh`, what decides an attempt's outcome is put in afresh before each at
 records the exit code, the forwarder, the programs on the attempt's PATH: `stage_programs` in `install.py`). What
 stays is a CLI's installed files: a role that alters them alters only its own later attempts, never a check.
 
-A process left running (a daemon) is killed before the next attempt starts, and counted (`supervise.run`).
+The engine is asked as soon as an attempt alone there is collected, by a step that first killed every process
+the attempt left (counted and journaled): nothing of the role runs after it, so the answer, ready before the
+role's next attempt, holds for it; anything changed outside hoh's paths before that step ran (a wrapped
+`bash` that faked the kill) stays in the engine's list. A process left running is also killed, and counted,
+before the next attempt starts (`supervise.run`).
 Only Docker and Podman containers can be asked this way; other providers are said to be unverified, once.
 """
 
