@@ -3,7 +3,7 @@
 Harbor's `exec` takes no stdin and returns text, so through it an attempt costs four Compose calls: a copy in,
 an `exec` that places the view and starts the CLI, one that collects, a copy out (~0.2 s each). Here what goes
 in is a tar of hoh's on the `exec`'s stdin and what comes out a tar on its stdout, after a mark, so an attempt
-whose CLI ends within the first look costs one call to the engine (~50 ms), and any other two. Only for
+costs two calls to the engine (~50 ms each), and one more per look while its CLI runs past the first. Only for
 Harbor's own Docker and Podman environments, whose container hoh asked the engine for (`verify.py`), with
 python3 in the image (`inside.py` packs and unpacks); every other provider goes through Harbor's API.
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 MAX_TEXT = 4 << 20
 """What precedes the mark is hoh's commands' few lines (and what a role may add): more is not read."""
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -204,11 +204,10 @@ class Ran:
 
 @dataclass(frozen=True)
 class Came:
-    """What one `exec` through a channel brought out: its stdout file, where the tar starts, the text before it."""
+    """What one `exec` through a channel brought out: its stdout file and where the tar in it starts."""
 
     stdout: Path
     at: int
-    text: str
 
 
 @dataclass(frozen=True)
@@ -230,7 +229,7 @@ async def _exec(env: "BaseEnvironment", through: Through | None, command: str, t
         return result.return_code, result.stdout or "", result.stderr or "", None
     out = through.scratch / f"exec-{time.monotonic_ns()}"
     reply = await through.channel.run(command, sent, out, mark or through.channel.mark(), timeout)
-    came = Came(out, reply.tar, reply.text) if reply.tar is not None else None
+    came = Came(out, reply.tar) if reply.tar is not None else None
     return reply.code, reply.text, reply.stderr, came
 
 
