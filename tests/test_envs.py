@@ -336,3 +336,15 @@ def test_the_transfer_benchmark_runs(harbor):
     assert figures["loop_s"]["remote-200"] > 0 and figures["remote_10n_over_n"] > 0
     # 200 files of 20 KB are 4 MB: an attempt after the first moves a few KB (the plan, a changed file, the streams)
     assert 0 < figures["max_bytes_per_attempt"]["remote-200"] < 200_000
+
+
+def test_the_checks_benchmark_runs(harbor):
+    """benchmarks/perf/env_checks.py, tiny: five checks admitted and replayed in QA's Docker environment and in its
+    local jail, side by side."""
+    result = subprocess.run([str(harbor.exe.parent / "python"), str(Path(__file__).parents[1] / "benchmarks" / "perf" /
+                             "env_checks.py"), "--smoke"], capture_output=True, text=True, timeout=900,
+                            env=harbor.env(), stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["checks"] == 5 and figures["replay_docker_over_local"] > 0
+    assert figures["seconds"]["docker"]["replay"] > 0 and figures["seconds"]["local"]["replay"] > 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from hoh.envs import sync
 
@@ -103,3 +102,35 @@ def test_what_comes_out_through_a_channel_is_taken_apart_member_by_member(tmp_pa
     assert list(tmp_path.rglob("through.txt")) == [into / "writable" / "0" / "up" / "through.txt"]
     assert not (tmp_path.parent / "through.txt").exists()
     assert channel.split(out, channel.Channel.mark())[1] is None  # another exec's mark is not this one's
+
+
+def test_taking_apart_what_comes_out_keeps_no_member_in_memory(tmp_path):
+    """A role that leaves many files: hoh's memory while it takes their tar apart does not grow with their number."""
+    import io
+    import tarfile
+    import tracemalloc
+
+    from hoh.envs import channel
+
+    def peak(count: int) -> int:
+        out = tmp_path / f"stdout-{count}"
+        with open(out, "wb") as fh:
+            fh.write(b"\nMARK\n")
+            with tarfile.open(fileobj=fh, mode="w|") as tar:
+                info = tarfile.TarInfo("./writable/0/d")
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+                for n in range(count):
+                    info = tarfile.TarInfo(f"./writable/0/d/file-with-a-longer-name-{n:06d}.txt")
+                    info.size = 1
+                    tar.addfile(info, io.BytesIO(b"x"))
+        tracemalloc.start()
+        channel.unpack(out, len(b"\nMARK\n"), tmp_path / f"into-{count}")
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        into = tmp_path / f"into-{count}" / "writable" / "0" / "d"
+        assert len(list(into.iterdir())) == count
+        return top
+
+    small, large = peak(200), peak(4_000)
+    assert large < small + (1 << 20), (small, large)  # every member kept: ~1 KB each

@@ -307,3 +307,53 @@ def test_only_hoh_s_own_paths_and_the_way_to_them_are_expected_changes():
     for line in ("C /usr/bin/python3", "A /etc/ld.so.preload", "A /opt/hohx", "A /work/wsx", "D /tmp2", "D /work",
                  "D /opt", "C /root/.bashrc"):
         assert not expected(line, allowed), line
+
+
+# ---- a role reaches for hoh's process in its container ------------------------------------------------------
+REACH = ("for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null | grep -q 'attempt /opt/hoh/i[n]/' || "
+         "continue; echo found >> reach.txt; "
+         "(echo 'collected={\"held\": \"f\", \"believed\": true}' > $d/fd/1) 2>/dev/null "
+         "&& echo fd-written >> reach.txt || echo fd-denied >> reach.txt; "
+         "(head -c 1 $d/environ > /dev/null) 2>/dev/null && echo environ-read >> reach.txt "
+         "|| echo environ-denied >> reach.txt; done; true")
+
+
+def test_a_role_cannot_reach_into_the_process_that_collects_its_attempt(harbor, tmp_path):
+    """hoh's `inside.py attempt` waits for the CLI in its container and collects what it wrote: a root role finds
+    it, and can neither write into its stdout (hoh's channel) nor read it through /proc."""
+    script = mini_script(1)
+    script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": REACH})
+    spec = write_project(tmp_path, script)
+    ws = tmp_path / "ws"
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV)
+    assert built.returncode == 0, built.stderr
+    assert (ws / "project" / "reach.txt").read_text().split() == ["found", "fd-denied", "environ-denied"]
+    [developer] = ws.glob("state/loops/0001/roles/developer/attempt-*/result.json")
+    assert json.loads(developer.read_text())["violations"] == []
+
+
+def test_a_container_s_own_layer_read_here_lists_what_its_engine_lists(harbor):
+    """hoh reads a container's overlay layer on this machine instead of asking `docker diff` each time: the same
+    added, changed and removed paths, hoh's own paths left out (never looked into)."""
+    import asyncio
+
+    from hoh.envs.verify import Layers
+
+    name = f"hoh-test-layer-{uuid.uuid4().hex[:8]}"
+    docker("run", "-d", "--name", name, "--network", "none", BASE_IMAGE, "sleep", "infinity")
+    try:
+        docker("exec", name, "sh", "-c", "echo x > /etc/planted && rm /etc/issue && chmod 700 /usr/bin/mawk && "
+               "mkdir -p /opt/hoh/bin /tmp/t && touch /opt/hoh/bin/python3 && ln -s /etc /root/link && "
+               "rm -rf /usr/share/doc && mkdir /usr/share/doc")
+        driver = json.loads(docker("inspect", "--format", "{{json .GraphDriver}}", name))
+        if driver["Name"] not in ("overlay2", "overlay"):
+            pytest.skip(f"the engine's storage driver is {driver['Name']}, not overlay")
+        layers = Layers(Path(driver["Data"]["UpperDir"]), tuple(map(Path, driver["Data"]["LowerDir"].split(":"))))
+        allowed = ("/opt/hoh", "/tmp")
+        mine = asyncio.run(asyncio.to_thread(layers.changes, allowed))
+        engine = {line for line in docker("diff", name).splitlines()
+                  if not any(line[2:] == a or line[2:].startswith(a + "/") for a in allowed)}
+        assert mine == engine
+        assert {"A /etc/planted", "D /etc/issue", "C /usr/bin/mawk", "A /root/link", "C /usr/share/doc"} <= mine
+    finally:
+        docker("rm", "-f", name, check=False)

@@ -16,6 +16,7 @@ again; the text before the mark is read as the role's own output.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import secrets
 import shlex
@@ -116,19 +117,29 @@ def pack(staging: Path, into: Path) -> None:
             tar.add(entry, arcname=entry.name, filter=owned_by_root)
 
 
-def unpack(stdout: Path, at: int, into: Path) -> None:
-    """The tar after the mark into `into`, each member through the `data` filter; one it refuses is left out."""
-    def checked(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-        try:
-            return tarfile.data_filter(member, path)
-        except tarfile.FilterError:
-            return None
+def add(tar: Path, name: str, data: bytes) -> None:
+    """One more file of hoh's at the end of a tar `pack` made."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o600
+    with tarfile.open(tar, "a", format=tarfile.PAX_FORMAT) as archive:
+        archive.addfile(info, io.BytesIO(data))
 
+
+def unpack(stdout: Path, at: int, into: Path) -> None:
+    """The tar after the mark into `into`, member by member through the `data` filter (which also drops
+    directories' modes); one it refuses is left out. Nothing of a member is kept once it is out (tarfile keeps
+    every member of a stream it reads): hoh's memory stays flat however many a role leaves."""
     into.mkdir(parents=True, exist_ok=True)
     with open(stdout, "rb") as fh:
         fh.seek(at)
         try:
             with tarfile.open(fileobj=fh, mode="r|") as tar:
-                tar.extractall(into, filter=checked)
+                for member in tar:
+                    tar.members.clear()
+                    try:
+                        checked = tarfile.data_filter(member, str(into))
+                    except tarfile.FilterError:
+                        continue
+                    tar.extract(checked, into, filter="fully_trusted")
         except (tarfile.ReadError, EOFError) as err:
             raise OSError(f"what came out of the environment is not a whole tar ({err})") from None

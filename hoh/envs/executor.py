@@ -83,8 +83,8 @@ class RoleEnvironment(Executor):
         """The environment's own processes (its init, what init started): never killed between attempts."""
         self.container: str | None = None
         """Its engine's id of the container (Docker, Podman), asked once it has started (`verify.py`)."""
-        self.baseline: set[str] = set()
-        """What the engine listed as changed in it when it had started (`verify.py`)."""
+        self.watch: verify.Watch | None = None
+        """How hoh asks what changed in it between attempts (`verify.py`)."""
         self._verified: set[Path] = set()
         self._asked: tuple[int, Future[list[str]]] | None = None
         """The engine's diff asked as attempt N (alone there) was collected, every process it left killed: the
@@ -130,7 +130,9 @@ class RoleEnvironment(Executor):
                 self.python = "python3" in (own.stdout or "").split()
                 if verify.engine_of(env) is not None:
                     self.container = self._run(verify.container_of(env, self.spec.session_id), 300)
-                    self.baseline = self._run(verify.changes(env, self.container), 300)
+                    allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
+                    self.watch = verify.Watch(env, self.container, allowed)
+                    self._run(self.watch.begin(), 300)
             self.programs = self._run(install_harness(env, self.adapter), START_TIMEOUT)
             if self.spec.closed:
                 forwarder = self._run(install_forwarder(env), START_TIMEOUT)
@@ -163,7 +165,7 @@ class RoleEnvironment(Executor):
             if self.inflight or not self.owned or self.env is None or self.runs == 0 or attempt_dir in self._verified:
                 return
             self._verified.add(attempt_dir)
-            if self.container is None:
+            if self.watch is None:
                 self.warn(UNVERIFIED.format(name=self.spec.name))
                 return
             asked, self._asked = self._asked, None
@@ -181,9 +183,8 @@ class RoleEnvironment(Executor):
             self._replace()
 
     def _unexpected(self) -> Coroutine[Any, Any, list[str]]:
-        assert self.env is not None and self.container is not None
-        allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
-        return unscoped(self.env, verify.unexpected_changes(self.env, self.container, allowed, self.baseline))
+        assert self.env is not None and self.watch is not None
+        return unscoped(self.env, self.watch.unexpected())
 
     def _replace(self) -> None:
         """A fresh environment in place of this one (its proxy's socket dir kept), journaled."""
@@ -200,6 +201,7 @@ class RoleEnvironment(Executor):
         """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed.
         `keep_socket`: its proxy's directory stays, for the fresh environment that replaces it."""
         env, self.env, self.ready, self.gateway, self.container = self.env, None, False, None, None
+        self.watch = None
         self.held, self._asked = None, None
         if self.socket_dir is not None and not keep_socket:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
@@ -282,7 +284,7 @@ class RoleEnvironment(Executor):
         scratch = Path(tempfile.mkdtemp(prefix="hoh-env-exec-"))
         try:
             ran = self._start_attempt(env, move, launch, request, variables, argv, alone, scratch)
-            self._collect(env, move, request, attempt_dir, alone, scratch)
+            self._collect(env, move, request, attempt_dir, alone, scratch, ran)
         except (OSError, TimeoutError, RuntimeError, shutil.Error) as error:
             for name in ("events.jsonl", "stderr.log"):
                 if not (attempt_dir / name).exists():
@@ -321,11 +323,13 @@ class RoleEnvironment(Executor):
                     pack(Path(staging), through.sent)
                 else:
                     self._run(env.upload_dir(staging, move.attempt.incoming), COPY_TIMEOUT)
+            keep = self.own if alone else None
+            gather = move.gather(request.max_output_bytes, keep) if through is not None and keep is not None else None
             try:
                 ran = self._run(supervise.run(env, move.attempt, placed, argv, str(launch.cwd),
                                               wall=request.wall_timeout, idle=request.idle_timeout,
-                                              max_output=request.max_output_bytes, keep=self.own if alone else None,
-                                              view=move.place_args(), through=through))
+                                              max_output=request.max_output_bytes, keep=keep,
+                                              view=move.place_args(), through=through, gather=gather))
             except supervise.Unplaced as unplaced:
                 changed = move.placed(unplaced.report)
                 self.record(ev.EnvironmentTampered(
@@ -347,32 +351,35 @@ class RoleEnvironment(Executor):
         raise OSError("its view kept changing before the attempt could start")
 
     def _collect(self, env: "BaseEnvironment", move: Move, request: RoleRequest, attempt_dir: Path,
-                 alone: bool, scratch: Path) -> None:
-        """Both streams to the attempt's dir, and what the attempt wrote to its writable paths here. Alone there,
-        every process the attempt left is killed first and the engine is asked what changed (`_asked`)."""
+                 alone: bool, scratch: Path, ran: supervise.Ran) -> None:
+        """Both streams to the attempt's dir, and what the attempt wrote to its writable paths here (what its own
+        `exec` collected, when it could: `ran`). Alone there, every process the attempt left is killed first and
+        the engine is asked what changed (`_asked`)."""
         through = self._through(env, move, request, alone, scratch)
         incoming = transfer.scratch_beside(attempt_dir)
         keep = self.own if alone else None
+        came: supervise.Ran | None = ran
         try:
             report = None
             if move.held is not None:
                 try:
                     streams, text = self._run(supervise.collect(
-                        env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through),
-                        COPY_TIMEOUT)
+                        env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through,
+                        came), COPY_TIMEOUT)
                     report = supervise.changes_report(text)
                 except supervise.Unlisted:  # the next attempt finds out why (`verify.py`); this one comes back whole
                     with self._lock:
                         move.held = self.held = None
                     shutil.rmtree(incoming, ignore_errors=True)
                     incoming.mkdir()
+                    came = None
             if report is None:
                 streams, text = self._run(supervise.collect(
-                    env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through),
-                    COPY_TIMEOUT)
+                    env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through,
+                    came), COPY_TIMEOUT)
                 copies = [incoming / "writable" / str(n) for n in range(len(move.writable))]
             with self._lock:
-                if alone and self.owned and self.container is not None and self.runs == move.attempt.number:
+                if alone and self.owned and self.watch is not None and self.runs == move.attempt.number:
                     self._asked = (self.runs, self.loop.submit(self._unexpected()))
             if supervise.left(text):
                 self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,

@@ -21,18 +21,29 @@ to an entry changes its key.
     unpack DIR [place PLAN EXPECT]   a tar of hoh's on stdin into DIR (a Docker or Podman container's `exec`
                         gets it so, `channel.py`), then place.
     pack DIR            DIR as a tar on stdout.
+    attempt DIR         a whole attempt in one `exec` (`channel.py`): hoh's tar on stdin into DIR, its
+                        `job.json` read, the view placed, the attempt's files moved into place, its supervisor
+                        started, and its end awaited (`window` seconds at most); if it ended, every process it
+                        left killed and what it wrote collected, as `collect` does, then printed as a tar after
+                        the job's mark. Collected in place only where no role can reach into this process
+                        (`private`), which it says (`guarded=`) before anything of the role runs.
 """
 
 import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
+import subprocess
 import sys
 import time
 
 HELD = "/opt/hoh/held"
 TICK = "/opt/hoh/tick"
+DEFAULT_CAPS = 0xA80425FB
+"""Docker's default capabilities (Podman's are fewer). With more (CAP_SYS_PTRACE, CAP_SYS_ADMIN) a role could
+reach into a process that made itself undumpable: `attempt` then leaves the collecting to an `exec` of its own."""
 
 
 def key(st):
@@ -159,6 +170,7 @@ def prune(roots):
 
 
 def place(plan_dir, expect):
+    """The exit code (0: placed), and the record's sha256 when placed."""
     with open(os.path.join(plan_dir, "plan.json")) as fh:
         plan = json.load(fh)
     held = read_held(expect)
@@ -166,7 +178,7 @@ def place(plan_dir, expect):
         prune(set(plan["roots"]) | set(held["roots"]))
     if held is None or not all(real_ancestors(root) for root in plan["roots"]):
         print("placed=" + json.dumps({"held": None, "tampered": []}))
-        return 4
+        return 4, None
     keys, tampered = held["keys"], []
     if expect == "-":
         for root in plan["roots"]:
@@ -182,7 +194,7 @@ def place(plan_dir, expect):
                 tampered.append(path)
     if tampered:  # hoh's plan assumed the record: it makes another
         print("placed=" + json.dumps({"held": write_held(held), "tampered": tampered}))
-        return 3
+        return 3, None
     for path in sorted(plan["delete"], reverse=True):  # hoh names every path under a directory it deletes
         remove(path)
         keys.pop(path, None)
@@ -190,7 +202,7 @@ def place(plan_dir, expect):
     for path, kind, mode, target, index in plan["put"]:
         if not real_ancestors(path):
             print("placed=" + json.dumps({"held": None, "tampered": []}))
-            return 4
+            return 4, None
         try:
             st = os.lstat(path)
         except OSError:
@@ -217,7 +229,7 @@ def place(plan_dir, expect):
     digest = write_held(held)
     settle(max(newest, os.lstat(HELD).st_ctime_ns))
     print("placed=" + json.dumps({"held": digest, "tampered": []}))
-    return 0
+    return 0, digest
 
 
 def collect(out, expect, roots):
@@ -276,12 +288,93 @@ def pack(directory):
     return 0
 
 
+def private():
+    """Make this process one a role cannot reach into: undumpable, no process without CAP_SYS_PTRACE may trace
+    it, read or write its memory, or open its descriptors (its stdout: hoh's channel) through /proc. True when
+    that holds: it is undumpable and the container has no capability beyond Docker's default."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(4, 0, 0, 0, 0) != 0 or libc.prctl(3, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, PR_GET_DUMPABLE
+            return False
+        with open("/proc/self/status") as fh:
+            bounding = [int(line.split()[1], 16) for line in fh if line.startswith("CapBnd:")]
+    except (OSError, ValueError, AttributeError, ImportError):
+        return False
+    return len(bounding) == 1 and bounding[0] & ~DEFAULT_CAPS == 0
+
+
+def quietly(command):
+    """A shell step of hoh's, its output kept from the channel (a role alive while it runs could write there)."""
+    done = subprocess.run(["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL)
+    return done.stdout.decode("ascii", "replace")
+
+
+def digits(text):
+    return bool(text) and all(c in "0123456789" for c in text)
+
+
+def ended(exit_file, streams, window, max_output):
+    """Wait up to `window` seconds for the attempt's exit code (None: not yet) or more output than `max_output`."""
+    end, pause = time.monotonic() + window, 0.002
+    while True:
+        size = 0
+        for path in streams:
+            try:
+                size += os.stat(path).st_size
+            except OSError:
+                pass
+        try:
+            with open(exit_file) as fh:
+                code = fh.read(32).strip()
+            return (code if digits(code) else "1"), size  # the supervisor writes digits; a role, anything
+        except OSError:
+            pass
+        if size > max_output or time.monotonic() >= end:
+            return None, size
+        time.sleep(pause)
+        pause = min(pause * 1.25, 0.05)
+
+
+def attempt(incoming):
+    guarded = private()  # before anything of the role runs, so its answer holds
+    unpack(incoming)
+    with open(os.path.join(incoming, "job.json")) as fh:
+        job = json.load(fh)
+    print("guarded=" + ("1" if guarded else "0"), flush=True)
+    digest = None
+    if job["place"]:
+        code, digest = place(*job["place"])
+        sys.stdout.flush()
+        if code:
+            shutil.rmtree(os.path.dirname(incoming), ignore_errors=True)
+            return 0
+    quietly(job["moves"])
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup: an exec's end must not end the attempt
+    subprocess.Popen(job["start"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, close_fds=True)
+    code, size = ended(job["exit"], job["streams"], job["window"], job["max_output"])
+    print("%s\n|\n%d" % (code or "", size), flush=True)
+    gather = job.get("collect")
+    if code is None or not gather or not guarded:
+        return 0
+    left = [line for line in quietly(gather["steps"]).splitlines() if line.startswith("left=")]
+    print(left[0] if left and digits(left[0][5:]) else "left=0", flush=True)
+    if gather["roots"] is not None:
+        collect(gather["out"], digest or "?", gather["roots"])
+    sys.stdout.write("\n%s\n" % gather["mark"])
+    return pack(gather["outgoing"])
+
+
 def main(argv):
     if argv[0] == "place":
-        return place(argv[1], argv[2])
+        return place(argv[1], argv[2])[0]
     if argv[0] == "unpack":  # and, when it says so, place
         unpack(argv[1])
-        return place(argv[3], argv[4]) if argv[2:3] == ["place"] else 0
+        return place(argv[3], argv[4])[0] if argv[2:3] == ["place"] else 0
+    if argv[0] == "attempt":
+        return attempt(argv[1])
     if argv[0] == "pack":
         return pack(argv[1])
     return collect(argv[1], argv[2], argv[3:])

@@ -55,6 +55,15 @@ class Move:
             return supervise.change_steps(self.attempt, self.collect_command(), max_output, keep)
         return supervise.copy_steps(self.attempt, [str(w.resolve()) for w in self.writable], max_output, keep)
 
+    def gather(self, max_output: int, keep: tuple[int, ...]) -> dict:
+        """What `inside.py attempt` collects after the CLI's end, as `collect_steps` and `collect_command` do:
+        its steps (the streams, a fresh copy's writable paths), and for a kept view, where and what to list."""
+        if self.held is None:
+            return {"steps": self.collect_steps(max_output, keep), "roots": None, "out": None,
+                    "outgoing": self.attempt.outgoing}
+        return {"steps": supervise.stream_steps(self.attempt, max_output, keep), "roots": list(map(str, self.writable)),
+                "out": f"{self.attempt.outgoing}/writable", "outgoing": self.attempt.outgoing}
+
     def placed(self, report: dict) -> list[str]:
         assert self.held is not None
         return sync.placed(self.held, report, self.wanted)

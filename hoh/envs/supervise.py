@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Iterable, Literal
 
 from ..evidence.checks import ENV_NAME
 from ..harness.process import KILL_GRACE_SECONDS, ProcessResult, file_excerpt
-from .channel import Channel, inside, printed, unpack
+from .channel import Channel, add, inside, printed, unpack
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -136,10 +136,11 @@ def _signal(attempt: Attempt, sig: str) -> str:
 
 
 Limit = Literal["wall", "idle", "output"]
-LIVE = ('stray=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case " $keep $$ " in *" $p "*) continue ;; esac; '
+LIVE = ('stray=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case " $keep $$ $PPID " in *" $p "*) continue ;; esac; '
         'read -r s < "$d/stat" 2>/dev/null || continue; s=${s##*) }; set -- $s; [ "$1" = Z ] && continue; '
         'live="$live $p"; [ "$4" = "$cli" ] || [ "$p" = "$sup" ] || stray=$((stray + 1)); done')
-"""The processes in the environment but `$keep` and this shell, zombies not counted (an init that is `sleep`
+"""The processes in the environment but `$keep`, this shell and its parent (hoh's `inside.py attempt`, which
+runs it; outside it, an `exec`'s shell, whose parent is none there), zombies not counted (an init that is `sleep`
 reaps none), as `$live`; as `$stray`, how many of them are neither in the session of the CLI `$cli` (its
 processes, just killed) nor the supervisor `$sup`."""
 
@@ -200,6 +201,10 @@ class Ran:
     """Processes an earlier attempt had left running in the environment, killed before this one started."""
     placed: dict | None = None
     """What `inside.py place` said, when it brought a kept view up to date."""
+    came: "Came | None" = None
+    """What the attempt's own `exec` collected after its end (`inside.py attempt`), when it could."""
+    gathered: str = ""
+    """What its collecting steps printed (their `left=`, `collected=`)."""
 
 
 @dataclass(frozen=True)
@@ -235,39 +240,53 @@ async def _exec(env: "BaseEnvironment", through: Through | None, command: str, t
 
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
               wall: float, idle: float, max_output: int, keep: tuple[int, ...] | None = None,
-              view: list[str] | None = None, through: Through | None = None) -> Ran:
+              view: list[str] | None = None, through: Through | None = None, gather: dict | None = None) -> Ran:
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
     its end or a limit. `keep` (no other attempt runs there): kill whatever an earlier one left running but
     those processes, and empty /tmp, first. `view`: the arguments of `inside.py place`, which brings a view kept
     there up to date instead; Unplaced, nothing started, when it found it changed. `through`: a channel's, what
-    goes in sent on the first `exec`'s stdin."""
+    goes in sent on the first `exec`'s stdin, where `inside.py attempt` does all of it and, when the CLI ends
+    within the first look, collects as `gather` says (`Move.gather`): `Ran.came`."""
     q = shlex.quote
-    place = [sweep(keep, empty_tmp=view is None)] if keep is not None else []
-    steps = ["unpack", attempt.incoming] if through is not None else []  # one python3 for both
-    if view is not None:
-        place.append(f"{{ {inside(*steps, 'place', *view)} || {{ rm -rf {q(f'{ROOT}/in')}; exit 0; }}; }}")
-    elif steps:
-        place.append(inside(*steps))
-    place.append(f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}")
+    moves = [f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}"]
     for root in [*roots, attempt.dir]:
         staged = f"{attempt.incoming}{root}"
-        place.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
+        moves.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
                      f"mv {q(staged)} {q(root)}; fi")
-    place.append(f"rm -rf {q(f'{ROOT}/in')}")
-    command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
+    moves.append(f"rm -rf {q(f'{ROOT}/in')}")
+    swept = [sweep(keep, empty_tmp=view is None)] if keep is not None else []
     window = max(1.0, min(LOOK_SECONDS, wall, idle))
+    mark = None
+    if through is not None:
+        mark = through.channel.mark()
+        job = {"place": view, "moves": "; ".join(moves),
+               "start": ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv],
+               "exit": attempt.file("exit"), "streams": [attempt.file("stdout"), attempt.file("stderr")],
+               "window": window, "max_output": max_output, "collect": {**gather, "mark": mark} if gather else None}
+        await asyncio.to_thread(add, through.sent, "job.json", json.dumps(job).encode())
+        started = "; ".join([*swept, f"exec {inside('attempt', attempt.incoming)}"])
+    else:
+        place = list(swept)
+        if view is not None:
+            place.append(f"{{ {inside('place', *view)} || {{ rm -rf {q(f'{ROOT}/in')}; exit 0; }}; }}")
+        command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
+        # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
+        # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
+        started = (f"{'; '.join([*place, *moves])}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
+                   f"{_wait(attempt, window, max_output)}")
     begun = last_activity = time.monotonic()
-    # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
-    # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
-    started = (f"{'; '.join(place)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
-               f"{_wait(attempt, window, max_output)}")
-    status, stdout, stderr, _ = await _exec(env, through, started, EXEC_TIMEOUT + window, through and through.sent)
+    status, stdout, stderr, came = await _exec(env, through, started, EXEC_TIMEOUT + window,
+                                               through and through.sent, mark)
     if status != 0:
         raise OSError(f"the environment would not start the attempt: {(stderr or stdout).strip()[-300:]}")
     leftovers = 0
     if keep is not None:
         first, _, stdout = stdout.partition("\n")
         leftovers = int(first.removeprefix("left=")) if first.startswith("left=") and first[5:].isdigit() else 0
+    # Said before anything of the role ran: only then is what the attempt's own `exec` collected believed.
+    guarded = through is not None and stdout.startswith("guarded=1\n")
+    if through is not None:
+        stdout = stdout.partition("\n")[2] if stdout.startswith("guarded=") else stdout
     if view is not None:
         report, stdout = _report(stdout, "placed")
         if report is None:
@@ -275,15 +294,19 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
         if report.get("held") is None or report.get("tampered"):
             raise Unplaced(report)
     placed = report if view is not None else None
+    if through is not None and "|" not in stdout:  # its python3 failed: nothing was started
+        raise OSError(f"hoh's script did not start the attempt: {(stderr or stdout).strip()[-300:]}")
+    code, _ = _parsed(stdout)
+    if code is not None and guarded and came is not None:
+        gathered = stdout.partition("|")[2].strip().partition("\n")[2]
+        return _ended(stdout, max_output, begun, leftovers, placed, came, gathered)
     seen = 0
     try:
         while True:
             code, size = _parsed(stdout)
             now = time.monotonic()
             if code is not None:
-                # A flood that ended before hoh looked is still cut at the cap when it is copied out.
-                return Ran(None, "output", round(now - begun, 3), leftovers, placed) if size > max_output \
-                    else Ran(code, None, round(now - begun, 3), leftovers, placed)
+                return _ended(stdout, max_output, begun, leftovers, placed)
             if size != seen:
                 seen, last_activity = size, now
             limit: Limit | None = ("wall" if now - begun > wall else "idle" if now - last_activity > idle
@@ -296,6 +319,16 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     except asyncio.CancelledError:
         await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)  # hoh was interrupted: not alone on
         raise
+
+
+def _ended(stdout: str, max_output: int, begun: float, leftovers: int, placed: dict | None,
+           came: Came | None = None, gathered: str = "") -> Ran:
+    code, size = _parsed(stdout)
+    seconds = round(time.monotonic() - begun, 3)
+    # A flood that ended before hoh looked is still cut at the cap when it is copied out.
+    if size > max_output:
+        return Ran(None, "output", seconds, leftovers, placed, came, gathered)
+    return Ran(code, None, seconds, leftovers, placed, came, gathered)
 
 
 async def kill(env: "BaseEnvironment", attempt: Attempt, grace: float = KILL_GRACE_SECONDS) -> None:
@@ -325,21 +358,30 @@ def copy_steps(attempt: Attempt, writable: list[str], max_output: int, keep: tup
     return "; ".join(steps) + "; true"
 
 
+def stream_steps(attempt: Attempt, max_output: int, keep: tuple[int, ...] | None) -> str:
+    """Kill what the attempt left running and gather both streams (`copy_steps` less the writable paths)."""
+    return "; ".join(_stream_steps(attempt, max_output, keep))
+
+
 def change_steps(attempt: Attempt, changes: str, max_output: int, keep: tuple[int, ...] | None) -> str:
     """As `copy_steps`, with what changed in the writable paths as `inside.py collect` (`changes`, the command,
     writing into `outgoing/writable`) lists it: `changes.jsonl` and `files/`, and its `collected=` line."""
-    return "; ".join(_stream_steps(attempt, max_output, keep)) + f"; {changes}"
+    return f"{stream_steps(attempt, max_output, keep)}; {changes}"
 
 
 async def collect(env: "BaseEnvironment", attempt: Attempt, steps: str, into: Path,
-                  through: Through | None = None) -> tuple[Path, str]:
-    """Run the collecting `steps` there and bring `outgoing` to `into`: (the streams' dir, the steps' output)."""
+                  through: Through | None = None, ran: Ran | None = None) -> tuple[Path, str]:
+    """Run the collecting `steps` there and bring `outgoing` to `into`: (the streams' dir, the steps' output).
+    `ran`: an attempt whose own `exec` collected already (`Ran.came`): only taken apart here."""
     if through is None:
         result = await env.exec(steps, timeout_sec=600)
         await env.download_dir(attempt.outgoing, into)
         return into / "streams", result.stdout or ""
-    mark = through.channel.mark()
-    _, text, _, came = await _exec(env, through, f"{steps}; {printed(mark, attempt.outgoing)}", 600, mark=mark)
+    if ran is not None and ran.came is not None:
+        came, text = ran.came, ran.gathered
+    else:
+        mark = through.channel.mark()
+        _, text, _, came = await _exec(env, through, f"{steps}; {printed(mark, attempt.outgoing)}", 600, mark=mark)
     try:
         if came is None:
             raise OSError("no tar came out")

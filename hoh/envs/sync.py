@@ -94,10 +94,10 @@ def plan(roots: list[Path], hidden: Iterable[Path], held: Held, cache: HashCache
     wanted = dict(view(roots, hidden, cache))
     (staging / "files").mkdir(parents=True, exist_ok=True)
     puts, moved = [], 0
-    for path in sorted(wanted, key=lambda p: p.split("/")):
+    believed, known = held.digest != "-", held.entries
+    differing = [path for path, entry in wanted.items() if not believed or known.get(path) != entry]
+    for path in sorted(differing, key=lambda p: p.split("/")):  # parents first
         entry = wanted[path]
-        if held.entries.get(path) == entry and held.digest != "-":
-            continue
         index = None
         if entry.kind == "f":
             index = len(puts)

@@ -26,6 +26,12 @@ Only Docker and Podman containers can be asked this way; other providers are sai
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from ..harness.process import inherited
@@ -96,12 +102,118 @@ async def changes(env: "BaseEnvironment", container: str) -> set[str]:
     return {line for line in (await _ask(_engine(env), "diff", container)).splitlines() if line.strip()}
 
 
-async def unexpected_changes(env: "BaseEnvironment", container: str, allowed: Iterable[str],
-                             baseline: set[str]) -> list[str]:
-    """The changes that are neither hoh's (`allowed`) nor the environment's own at its start (`baseline`: the
-    provider's mount points, say)."""
-    allowed = tuple(allowed)
-    return sorted(line for line in await changes(env, container) - baseline if not expected(line, allowed))
+MAX_CHANGES = 100_000
+"""More changed paths than this in a container's own layer, outside hoh's paths, are not listed one by one."""
+
+
+@dataclass(frozen=True)
+class Layers:
+    """A container's overlay layers on this machine: `upper` holds everything changed in it (a removed path as a
+    whiteout), `lower` its image. The container writes `upper` but cannot hide anything from it."""
+
+    upper: Path
+    lower: tuple[Path, ...]
+
+    def changes(self, allowed: tuple[str, ...]) -> set[str]:
+        """What `docker diff` lists, as its lines, but what lies under an `allowed` path (never looked into: a
+        CLI installed in /opt/hoh costs nothing); OSError when a directory cannot be read. Never follows a link."""
+        found: set[str] = set()
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            with os.scandir(self.upper / rel[1:] if rel else self.upper) as entries:
+                for entry in entries:
+                    path = f"{rel}/{entry.name}"
+                    if any(path == a or path.startswith(a.rstrip("/") + "/") for a in allowed):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # overlayfs's whiteout: removed
+                        found.add(f"D {path}")
+                        continue
+                    kind = "C" if any(os.path.lexists(layer / path[1:]) for layer in self.lower) else "A"
+                    found.add(f"{kind} {path}")
+                    if len(found) > MAX_CHANGES:
+                        return found | {f"? more than {MAX_CHANGES} changed paths"}
+                    if stat.S_ISDIR(st.st_mode):
+                        stack.append(path)
+                        if _opaque(entry.path):  # made anew: what the image had there is gone
+                            found |= {f"D {path}/{name}" for name in self._below(path) - set(os.listdir(entry.path))}
+        return found
+
+    def _below(self, path: str) -> set[str]:
+        """The names the image has in directory `path`."""
+        names: set[str] = set()
+        for layer in self.lower:
+            try:
+                if stat.S_ISDIR(os.lstat(layer / path[1:]).st_mode):
+                    names.update(os.listdir(layer / path[1:]))
+            except FileNotFoundError:
+                continue
+        return names
+
+
+def _opaque(directory: str) -> bool:
+    """Whether overlayfs marked `directory` opaque (it hides the image's directory there)."""
+    for name in ("trusted.overlay.opaque", "user.overlay.opaque"):
+        try:
+            if os.getxattr(directory, name, follow_symlinks=False) == b"y":
+                return True
+        except OSError as err:
+            if err.errno not in (errno.ENODATA, errno.ENOTSUP):
+                raise
+    return False
+
+
+async def layers_of(env: "BaseEnvironment", container: str) -> Layers | None:
+    """The container's overlay layers, when its engine keeps them on this machine where hoh may read them (a
+    rootful engine and hoh as root, say); None when not."""
+    try:
+        driver = json.loads(await _ask(_engine(env), "inspect", "--format", "{{json .GraphDriver}}", container))
+        data = driver.get("Data") or {}
+        upper = Path(data["UpperDir"])
+        lower = tuple(Path(p) for p in (data.get("LowerDir") or "").split(":") if p)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if driver.get("Name") not in ("overlay2", "overlay") or not upper.is_absolute() or not upper.is_dir() \
+            or not os.access(upper, os.R_OK | os.X_OK):
+        return None
+    return Layers(upper, lower)
+
+
+@dataclass
+class Watch:
+    """How hoh asks what changed in one container outside its own paths (`allowed`): its layers read on this
+    machine where it can (a walk of what changed there: milliseconds), else the engine's `diff` (~0.4 s of
+    the engine's CPU each time, on a role's critical path on a small machine). Both are the engine's own record
+    of the container, which nothing in it can alter or hide from; one way is used throughout, the baseline too."""
+
+    env: "BaseEnvironment"
+    container: str
+    allowed: tuple[str, ...]
+    layers: Layers | None = None
+    baseline: set[str] = field(default_factory=set)
+    """What was changed when it had started (the provider's own mount points)."""
+
+    async def begin(self) -> None:
+        self.layers = await layers_of(self.env, self.container)
+        if self.layers is not None:
+            try:
+                self.baseline = await asyncio.to_thread(self.layers.changes, self.allowed)
+                return
+            except OSError:
+                self.layers = None
+        self.baseline = await changes(self.env, self.container)
+
+    async def unexpected(self) -> list[str]:
+        """The changes that are neither hoh's nor the environment's own at its start."""
+        if self.layers is not None:
+            try:
+                found = await asyncio.to_thread(self.layers.changes, self.allowed)
+            except OSError as err:
+                found = {f"? its layer could not be read: {str(err)[:200]}"}
+        else:
+            found = await changes(self.env, self.container)
+        return sorted(line for line in found - self.baseline if not expected(line, self.allowed))
 
 
 def summary(changes: list[str]) -> list[str]:
