@@ -2,13 +2,17 @@
 
 Harbor's `exec` takes no stdin and returns text, so through it an attempt costs four Compose calls: a copy in,
 an `exec` that places the view and starts the CLI, one that collects, a copy out (~0.2 s each). Here what goes
-in is a tar of hoh's on the `exec`'s stdin and what comes out a tar on its stdout, after a mark, so an attempt
-costs two calls to the engine (~50 ms each), and one more per look while its CLI runs past the first. Only for
-Harbor's own Docker and Podman environments, whose container hoh asked the engine for (`verify.py`), with
-python3 in the image (`inside.py` packs and unpacks); every other provider goes through Harbor's API.
+in is a tar of hoh's on the `exec`'s stdin and what comes out a tar on its stdout, after a mark: an attempt
+whose CLI ends within the first look is one call to the engine (~60 ms; `inside.py attempt` places, starts,
+waits and collects), else two, and one more per look while its CLI runs past the first. Only for Harbor's own
+Docker and Podman environments, whose container hoh asked the engine for (`verify.py`), with python3 in the
+image (`inside.py` packs and unpacks); every other provider goes through Harbor's API.
 
-What comes back is hostile: a role is root in its container and may write into the `exec`'s stdout itself. It
-is taken apart member by member by Python's `data` filter (no absolute or escaping names or links, no devices,
+What comes back is hostile: a role is root in its container and may write into an `exec`'s stdout itself
+(through /proc, into any process of its container it may trace). What `inside.py attempt` collects is believed
+only when it said, before the role ran, that no role can reach into it (undumpable, no capability beyond
+Docker's default); else a collecting `exec` of its own runs once every process of the role is killed. The tar is
+taken apart member by member by Python's `data` filter (no absolute or escaping names or links, no devices,
 no setuid, no owners), a member the filter refuses left out, as `sanitize` and `sync.apply` then filter it
 again; the text before the mark is read as the role's own output.
 """

@@ -87,8 +87,8 @@ class RoleEnvironment(Executor):
         """How hoh asks what changed in it between attempts (`verify.py`)."""
         self._verified: set[Path] = set()
         self._asked: tuple[int, Future[list[str]]] | None = None
-        """The engine's diff asked as attempt N (alone there) was collected, every process it left killed: the
-        next attempt waits for that answer, asked while other roles ran, instead of asking again."""
+        """What changed, asked of the engine's record as attempt N (alone there) was collected, every process it
+        left killed: the next attempt waits for that answer, asked while other roles ran, instead of asking again."""
         self.socket_dir: Path | None = None
         """Where hoh's proxy listens for a closed environment (bound in at `INSIDE_SOCKET`'s dir)."""
         self.owned = env is None
@@ -178,8 +178,7 @@ class RoleEnvironment(Executor):
                 changes = [f"? the engine could not say what changed: {one_line(err)}"]
             if not changes:
                 return
-            self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
-                                               changes=verify.summary(changes)))
+            self._tampered(changes=verify.summary(changes))
             self._replace()
 
     def _unexpected(self) -> Coroutine[Any, Any, list[str]]:
@@ -268,10 +267,9 @@ class RoleEnvironment(Executor):
         if self.socket_dir is not None and request.egress_token:
             argv = ["python3", "-I", FORWARDER, "--listen", f"127.0.0.1:{INSIDE_PORT}", "--socket", str(INSIDE_SOCKET),
                     "--", *argv]
-        with self._lock:
+        with self._lock:  # its own number; a view kept there is only for attempts that run there alone
             self.runs += 1
             attempt = supervise.Attempt(self.runs)
-        with self._lock:  # a view kept there is only for attempts that run there alone
             if alone and self.python and self.container is not None:
                 self.held = self.held or sync.Held()
             elif not alone:
@@ -299,20 +297,21 @@ class RoleEnvironment(Executor):
         out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
         return Execution(supervise.result(ran.code, ran.limit, ran.seconds, out, err, launch.argv[0]))
 
-    def _through(self, env: "BaseEnvironment", move: Move, request: RoleRequest, alone: bool,
-                 scratch: Path) -> supervise.Through | None:
+    def _through(self, env: "BaseEnvironment", alone: bool, scratch: Path) -> supervise.Through | None:
         """The attempt's channel into its container, when it runs alone in one hoh can address (`channel.py`)."""
         found = usable(env, self.container, self.python) if alone and self.owned else None
-        if found is None:
-            return None
-        return supervise.Through(found, scratch / "in.tar", scratch)
+        return supervise.Through(found, scratch / "in.tar", scratch) if found is not None else None
+
+    def _tampered(self, changes: list[str] | None = None, processes: int = 0) -> None:
+        self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
+                                           changes=changes or [], processes=processes))
 
     def _start_attempt(self, env: "BaseEnvironment", move: Move, launch: Launch, request: RoleRequest,
                        variables: dict[str, str], argv: list[str], alone: bool, scratch: Path) -> supervise.Ran:
         """The view in, hoh's programs afresh (alone), the CLI started. A kept view a role changed is put right
         first (journaled); a record of it that cannot be believed replaces the environment."""
         for _ in range(3):
-            through = self._through(env, move, request, alone, scratch)
+            through = self._through(env, alone, scratch)
             with tempfile.TemporaryDirectory(prefix="hoh-env-in-") as staging:
                 placed = move.stage(Path(staging))
                 if alone:  # hoh's programs afresh too: an earlier attempt may have changed or added to them
@@ -332,9 +331,7 @@ class RoleEnvironment(Executor):
                                               view=move.place_args(), through=through, gather=gather))
             except supervise.Unplaced as unplaced:
                 changed = move.placed(unplaced.report)
-                self.record(ev.EnvironmentTampered(
-                    role=self.spec.role, session_id=self.spec.session_id,
-                    changes=verify.summary([f"C {p}" for p in changed] or ["C hoh's record of the view"])))
+                self._tampered(verify.summary([f"C {p}" for p in changed] or ["C hoh's record of the view"]))
                 if unplaced.report.get("held") is None:
                     with self._lock:
                         self._replace()
@@ -345,8 +342,7 @@ class RoleEnvironment(Executor):
             if ran.placed is not None:
                 move.placed(ran.placed)
             if ran.leftovers:
-                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
-                                                   processes=ran.leftovers))
+                self._tampered(processes=ran.leftovers)
             return ran
         raise OSError("its view kept changing before the attempt could start")
 
@@ -355,7 +351,7 @@ class RoleEnvironment(Executor):
         """Both streams to the attempt's dir, and what the attempt wrote to its writable paths here (what its own
         `exec` collected, when it could: `ran`). Alone there, every process the attempt left is killed first and
         the engine is asked what changed (`_asked`)."""
-        through = self._through(env, move, request, alone, scratch)
+        through = self._through(env, alone, scratch)
         incoming = transfer.scratch_beside(attempt_dir)
         keep = self.own if alone else None
         came: supervise.Ran | None = ran
@@ -382,8 +378,7 @@ class RoleEnvironment(Executor):
                 if alone and self.owned and self.watch is not None and self.runs == move.attempt.number:
                     self._asked = (self.runs, self.loop.submit(self._unexpected()))
             if supervise.left(text):
-                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
-                                                   processes=supervise.left(text)))
+                self._tampered(processes=supervise.left(text))
             for name in ("events.jsonl", "stderr.log"):
                 source, dest = streams / name, attempt_dir / name
                 if source.is_file() and not source.is_symlink():
@@ -395,8 +390,7 @@ class RoleEnvironment(Executor):
                 return
             move.adopt_changes(incoming, report)
             if not report.get("believed"):
-                self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
-                                                   changes=["C hoh's record of the view"]))
+                self._tampered(changes=["C hoh's record of the view"])
         finally:
             shutil.rmtree(incoming, ignore_errors=True)
 

@@ -1,8 +1,10 @@
 """How one attempt's view goes into its environment and its writable paths come back: afresh every attempt
-(`transfer.py`), or, where the environment keeps the view between attempts, only what changed (`sync.py`)."""
+(`transfer.py`), or, where the environment keeps the view between attempts, only what changed (`sync.py`); and
+the shell steps that gather them there after the CLI's end."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +54,8 @@ class Move:
     def collect_steps(self, max_output: int, keep: tuple[int, ...] | None) -> str:
         """The steps that gather, after the attempt, what comes back (`supervise.py`)."""
         if self.held is not None:
-            return supervise.change_steps(self.attempt, self.collect_command(), max_output, keep)
-        return supervise.copy_steps(self.attempt, [str(w.resolve()) for w in self.writable], max_output, keep)
+            return change_steps(self.attempt, self.collect_command(), max_output, keep)
+        return copy_steps(self.attempt, [str(w.resolve()) for w in self.writable], max_output, keep)
 
     def gather(self, max_output: int, keep: tuple[int, ...]) -> dict:
         """What `inside.py attempt` collects after the CLI's end, as `collect_steps` and `collect_command` do:
@@ -61,7 +63,7 @@ class Move:
         if self.held is None:
             return {"steps": self.collect_steps(max_output, keep), "roots": None, "out": None,
                     "outgoing": self.attempt.outgoing}
-        return {"steps": supervise.stream_steps(self.attempt, max_output, keep), "roots": list(map(str, self.writable)),
+        return {"steps": stream_steps(self.attempt, max_output, keep), "roots": list(map(str, self.writable)),
                 "out": f"{self.attempt.outgoing}/writable", "outgoing": self.attempt.outgoing}
 
     def placed(self, report: dict) -> list[str]:
@@ -87,3 +89,36 @@ class Move:
             self.held.entries = {}
         shutil.rmtree(files, ignore_errors=True)
         return dropped
+
+
+def _stream_steps(attempt: supervise.Attempt, max_output: int, keep: tuple[int, ...] | None) -> list[str]:
+    """Kill the attempt's session (and, `keep` given, every process but those), then cut both streams out."""
+    q, out = shlex.quote, attempt.outgoing
+    swept = [supervise.sweep(keep, empty_tmp=False, ended=attempt)] if keep is not None else []
+    steps = [supervise.signal_session(attempt, "KILL"), *swept, f"mkdir -p {q(out)}/streams {q(out)}/writable"]
+    return steps + [f"head -c {max_output} {q(attempt.file(src))} > {q(out)}/streams/{dest} 2>/dev/null"
+                    for src, dest in (("stdout", "events.jsonl"), ("stderr", "stderr.log"))]
+
+
+def copy_steps(attempt: supervise.Attempt, writable: list[str], max_output: int,
+               keep: tuple[int, ...] | None) -> str:
+    """Kill what the attempt left running (`keep`: all but those processes), then gather, for one copy out, both
+    streams (each cut at the output cap first: a flood stays in the environment) and the writable paths, as
+    `outgoing/streams` and `outgoing/writable/<n>`."""
+    q, out = shlex.quote, attempt.outgoing
+    steps = _stream_steps(attempt, max_output, keep)
+    # Hard links: the copy out reads them once; nothing in the environment runs any more.
+    steps += [f"mkdir -p {q(out)}/writable/{n} && {{ [ ! -d {q(w)} ] || cp -al {q(w)}/. {q(out)}/writable/{n}/ "
+              f"2>/dev/null || cp -a {q(w)}/. {q(out)}/writable/{n}/; }}" for n, w in enumerate(writable)]
+    return "; ".join(steps) + "; true"
+
+
+def stream_steps(attempt: supervise.Attempt, max_output: int, keep: tuple[int, ...] | None) -> str:
+    """Kill what the attempt left running and gather both streams (`copy_steps` less the writable paths)."""
+    return "; ".join(_stream_steps(attempt, max_output, keep))
+
+
+def change_steps(attempt: supervise.Attempt, changes: str, max_output: int, keep: tuple[int, ...] | None) -> str:
+    """As `copy_steps`, with what changed in the writable paths as `inside.py collect` (`changes`, the command,
+    writing into `outgoing/writable`) lists it: `changes.jsonl` and `files/`, and its `collected=` line."""
+    return f"{stream_steps(attempt, max_output, keep)}; {changes}"

@@ -11,7 +11,8 @@ Every `exec` costs Docker Compose ~0.1 s of CPU, so through Harbor's API an atte
 files it moves: one copy in (the role's view and stdin, staged together), one `exec` that puts them in place,
 starts the CLI and waits for it (`LOOK_SECONDS`, again as long as it runs), one that kills what is left and
 gathers the streams and the writable paths into one directory, and one copy out. Through a channel
-(`channel.py`: Harbor's own Docker and Podman) the copies ride on the two `exec`s. Needs `sh`, `wc`, `kill`,
+(`channel.py`: Harbor's own Docker and Podman) the copies ride on the `exec`s, and an attempt whose CLI ends
+within the first look is collected by the `exec` that started it (`inside.py attempt`). Needs `sh`, `wc`, `kill`,
 `head`, `date` and `sleep` in the image: every image that can run a CLI has them.
 
 The attempt's variables (the role's, a check's) are the CLI's alone: they travel in the copy, as a file of
@@ -129,7 +130,7 @@ def _parsed(stdout: str | None) -> tuple[int | None, int]:
         return None, 0
 
 
-def _signal(attempt: Attempt, sig: str) -> str:
+def signal_session(attempt: Attempt, sig: str) -> str:
     """A shell command sending `sig` to the attempt's whole session (its leader alone without setsid)."""
     pid = f"$(cat {shlex.quote(attempt.file('pid'))} 2>/dev/null)"
     return f'p={pid}; [ -n "$p" ] && {{ kill -{sig} -- "-$p" 2>/dev/null || kill -{sig} "$p" 2>/dev/null; }}; true'
@@ -317,7 +318,7 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
             window = max(1.0, min(LOOK_SECONDS, wall - (now - begun), idle - (now - last_activity)))
             _, stdout, _, _ = await _exec(env, through, _wait(attempt, window, max_output), EXEC_TIMEOUT + window)
     except asyncio.CancelledError:
-        await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)  # hoh was interrupted: not alone on
+        await env.exec(signal_session(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)  # hoh was interrupted: not alone on
         raise
 
 
@@ -333,40 +334,8 @@ def _ended(stdout: str, max_output: int, begun: float, leftovers: int, placed: d
 
 async def kill(env: "BaseEnvironment", attempt: Attempt, grace: float = KILL_GRACE_SECONDS) -> None:
     """TERM, a grace period for the CLI to end, then KILL, to the attempt's whole session."""
-    await env.exec(f"{_signal(attempt, 'TERM')}; {_wait(attempt, grace, 2**62)}", timeout_sec=EXEC_TIMEOUT + 10)
-    await env.exec(_signal(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)
-
-
-def _stream_steps(attempt: Attempt, max_output: int, keep: tuple[int, ...] | None) -> list[str]:
-    """Kill the attempt's session (and, `keep` given, every process but those), then cut both streams out."""
-    q, out = shlex.quote, attempt.outgoing
-    steps = [_signal(attempt, "KILL"), *([sweep(keep, empty_tmp=False, ended=attempt)] if keep is not None else []),
-             f"mkdir -p {q(out)}/streams {q(out)}/writable"]
-    return steps + [f"head -c {max_output} {q(attempt.file(src))} > {q(out)}/streams/{dest} 2>/dev/null"
-                    for src, dest in (("stdout", "events.jsonl"), ("stderr", "stderr.log"))]
-
-
-def copy_steps(attempt: Attempt, writable: list[str], max_output: int, keep: tuple[int, ...] | None) -> str:
-    """Kill what the attempt left running (`keep`: all but those processes), then gather, for one copy out, both
-    streams (each cut at the output cap first: a flood stays in the environment) and the writable paths, as
-    `outgoing/streams` and `outgoing/writable/<n>`."""
-    q, out = shlex.quote, attempt.outgoing
-    steps = _stream_steps(attempt, max_output, keep)
-    # Hard links: the copy out reads them once; nothing in the environment runs any more.
-    steps += [f"mkdir -p {q(out)}/writable/{n} && {{ [ ! -d {q(w)} ] || cp -al {q(w)}/. {q(out)}/writable/{n}/ "
-              f"2>/dev/null || cp -a {q(w)}/. {q(out)}/writable/{n}/; }}" for n, w in enumerate(writable)]
-    return "; ".join(steps) + "; true"
-
-
-def stream_steps(attempt: Attempt, max_output: int, keep: tuple[int, ...] | None) -> str:
-    """Kill what the attempt left running and gather both streams (`copy_steps` less the writable paths)."""
-    return "; ".join(_stream_steps(attempt, max_output, keep))
-
-
-def change_steps(attempt: Attempt, changes: str, max_output: int, keep: tuple[int, ...] | None) -> str:
-    """As `copy_steps`, with what changed in the writable paths as `inside.py collect` (`changes`, the command,
-    writing into `outgoing/writable`) lists it: `changes.jsonl` and `files/`, and its `collected=` line."""
-    return f"{stream_steps(attempt, max_output, keep)}; {changes}"
+    await env.exec(f"{signal_session(attempt, 'TERM')}; {_wait(attempt, grace, 2**62)}", timeout_sec=EXEC_TIMEOUT + 10)
+    await env.exec(signal_session(attempt, "KILL"), timeout_sec=EXEC_TIMEOUT)
 
 
 async def collect(env: "BaseEnvironment", attempt: Attempt, steps: str, into: Path,

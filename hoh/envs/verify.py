@@ -1,24 +1,25 @@
-"""Whether a role's container is still what hoh made of it, asked of its engine from this machine.
+"""Whether a role's container is still what hoh made of it, asked of its engine's own record from this machine.
 
 A role is root in its container and the container lives across its attempts (and QA's checks run there), so
-between two attempts hoh asks the engine, never the container: `docker diff` (or `podman diff`) lists every
-path changed since the image. What the environment held when it started is expected (the provider's own
-mount points), and so is what hoh itself puts there: its own directory (`/opt/hoh`), `/tmp`
+between two attempts hoh asks the engine's record, never the container: the container's overlay layer, read on
+this machine where hoh may (`Layers`: a rootful engine, hoh as root), else `docker diff` (or `podman diff`),
+lists every path changed since the image. What the environment held when it started is expected (the provider's
+own mount points), and so is what hoh itself puts there: its own directory (`/opt/hoh`), `/tmp`
 (emptied before every attempt, as each local attempt gets a /tmp of its own), and the role's view (the paths
 of the workspace and the project, put in afresh before every attempt, or checked entry by entry against hoh's
 record of it: `sync.py`). Anything else changed (a wrapped
 `python3`, an `/etc/ld.so.preload`, a planted `.bashrc`) is tampering: the environment is replaced by a fresh
 one before the next attempt, and that is journaled. Nothing in the container can hide a change from its
-engine: the container cannot reach the engine, and the diff is computed by the engine from its own layers.
+engine: the container cannot reach the engine or this machine's copy of its layer, which the kernel writes.
 
 Of `/opt/hoh`, what decides an attempt's outcome is put in afresh before each attempt (the supervisor that
 records the exit code, the forwarder, the programs on the attempt's PATH: `stage_programs` in `install.py`). What
 stays is a CLI's installed files: a role that alters them alters only its own later attempts, never a check.
 
-The engine is asked as soon as an attempt alone there is collected, by a step that first killed every process
+The record is read as soon as an attempt alone there is collected, by a step that first killed every process
 the attempt left (counted and journaled): nothing of the role runs after it, so the answer, ready before the
 role's next attempt, holds for it; anything changed outside hoh's paths before that step ran (a wrapped
-`bash` that faked the kill) stays in the engine's list. A process left running is also killed, and counted,
+`bash` that faked the kill) stays in the record. A process left running is also killed, and counted,
 before the next attempt starts (`supervise.run`).
 Only Docker and Podman containers can be asked this way; other providers are said to be unverified, once.
 """
