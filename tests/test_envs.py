@@ -348,3 +348,27 @@ def test_the_checks_benchmark_runs(harbor):
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["checks"] == 5 and figures["replay_docker_over_local"] > 0
     assert figures["seconds"]["docker"]["replay"] > 0 and figures["seconds"]["local"]["replay"] > 0
+
+
+def test_hoh_replay_runs_the_checks_in_the_workspace_s_environment_unless_told_local(harbor, tmp_path):
+    """A check that holds only in a container (`/.dockerenv`), admitted in a docker run, passes when `hoh replay`
+    runs it where QA ran it, and fails with `--env local`; the workspace is only read, no container is left."""
+    script = mini_script(1)
+    script["loops"][1]["qa"]["checks"] = [{"id": "T1.A1", "run": "test -f /.dockerenv",
+                                           "attach": {"command": "test -f /.dockerenv"}}]
+    spec = write_project(tmp_path, script)
+    ws = tmp_path / "ws"
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV)
+    assert built.returncode == 0, built.stderr
+    assert [e["added"] for e in journal(ws) if e["event"] == "checks_admitted"] == [1]
+    before = sorted((p.relative_to(ws).as_posix(), p.stat().st_mtime_ns) for p in ws.rglob("*") if p.is_file())
+    there = harbor.hoh("replay", "-w", ws, "--json")
+    assert there.returncode == 0, there.stderr
+    assert json.loads(there.stdout)["environment"] == "docker"
+    assert [r["status"] for r in json.loads(there.stdout)["results"]] == ["passed"]
+    here = harbor.hoh("replay", "-w", ws, "--json", "--env", "local")
+    assert here.returncode == 1, here.stderr
+    assert [r["status"] for r in json.loads(here.stdout)["results"]] == ["failed"]
+    after = sorted((p.relative_to(ws).as_posix(), p.stat().st_mtime_ns) for p in ws.rglob("*") if p.is_file())
+    assert after == before
+    assert not [name for name in containers() if "hoh-replay-" in name]

@@ -8,6 +8,7 @@ out or could not run. A bisection exits 0 once it has its answer, whichever it i
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,14 @@ from ..terminal import terminal_text
 PASSING = (RunStatus.passed, RunStatus.flaky)
 
 
-def run(workspace: Path, loop: int | None, bisect: str | None, as_json: bool) -> int:
+def run(workspace: Path, loop: int | None, bisect: str | None, as_json: bool, env: str | None = None) -> int:
     """Open the workspace read-only (no lock), run, print; the exit code."""
     if loop is not None and bisect is not None:
         raise UsageError("--loop and --bisect do not go together: --bisect searches every loop from the check's own")
+    if env is not None and not env.strip():
+        raise UsageError("--env needs a name: local, docker, podman, or a Harbor environment's")
     ws = open_workspace(Path(workspace))
-    with PastReplay(ws) as past:
+    with PastReplay(ws, env.strip() if env else None, warn=lambda message: print(message, file=sys.stderr)) as past:
         if bisect is not None:
             found = past.bisect(bisect.strip().upper())
             shown = json.dumps(found.to_json(), indent=2) if as_json else terminal_text(bisection_line(found))
@@ -35,8 +38,9 @@ def run(workspace: Path, loop: int | None, bisect: str | None, as_json: bool) ->
         done = past.replay(loop if loop is not None else past.last_finished())
         added = {c["id"]: c.get("added", {}).get("loop") for c in past.register.checks}
         jailed = past.runner.jail is not None
+        where = past.environment.spec.name if past.environment is not None else "local"
     if as_json:
-        print(json.dumps({**replay_json(done), "jailed": jailed}, indent=2), flush=True)
+        print(json.dumps({**replay_json(done), "jailed": jailed, "environment": where}, indent=2), flush=True)
     else:
         for line in replay_lines(done, added, jailed):  # a reason may quote QA's check (its cwd, its stdin_file)
             print(terminal_text(line), flush=True)

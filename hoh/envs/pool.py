@@ -150,3 +150,29 @@ class Environments:
             errors = [one_line(err)] * len(envs)
         for env, error in zip(envs, errors):
             self.journal.append(ev.EnvironmentStopped(session_id=env.spec.session_id, orphan=orphan, error=error))
+
+
+def detached(config: HohConfig, root: Path, scratch: Path, adapter: HarnessAdapter,
+             warn: Callable[[str], None] = lambda message: None) -> RoleEnvironment:
+    """QA's environment for checks run outside any run (`hoh replay`): the workspace (`root`) is only read, so
+    nothing is journaled; its files, and the views it may hold, are under `scratch`. It has no network (no egress
+    proxy runs outside a run). The caller stops it (`stop_detached`)."""
+    settings, sandbox = config.environment, config.sandbox
+    preflight(settings)
+    session_id = f"hoh-replay-{uuid.uuid4().hex[:10]}"
+    dockerfile = Path(settings.dockerfile) if settings.dockerfile else None
+    if dockerfile is not None and not dockerfile.is_absolute():
+        dockerfile = root / dockerfile
+    spec = EnvironmentSpec(name=settings.name, role="qa", session_id=session_id, dir=scratch / session_id,
+                           image=settings.image, dockerfile=dockerfile, network=False,
+                           memory_mb=sandbox.limits.memory_mb, processes=sandbox.limits.processes,
+                           kwargs=tuple(sorted(settings.kwargs.items())))
+    return RoleEnvironment(spec, EventLoop(), adapter, (scratch,), lambda started: None, warn=warn)
+
+
+def stop_detached(env: RoleEnvironment) -> str | None:
+    """Stop what `detached` made, and its event loop; the error as one line when the stop failed."""
+    try:
+        return env.loop.run(env.stopped())
+    finally:
+        env.loop.close()

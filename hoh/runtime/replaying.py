@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import HohError, UsageError
 from ..evidence.checks import CheckRegister, CheckSpec, RunStatus
@@ -26,6 +26,9 @@ from ..store.journal import Journal, RunHistory
 from ..store.workspace import Workspace
 from .replay import CheckRunner, Replay, ReplayResult
 from .setup import role_limits
+
+if TYPE_CHECKING:
+    from ..envs.executor import RoleEnvironment
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ class Bisection:
 class PastReplay:
     """One workspace's register and candidates, and a temporary directory to run checks in (a context manager)."""
 
-    def __init__(self, ws: Workspace):
+    def __init__(self, ws: Workspace, where: str | None = None, warn: Callable[[str], None] = lambda m: None):
+        """`where`: the environment the checks run in (`local`, `docker`, …); the workspace's own by default."""
         self.ws, self.paths = ws, ws.paths
         self.register = CheckRegister.load(self.paths.checks)
         self.history = RunHistory.read(Journal(self.paths.journal))
@@ -64,14 +68,35 @@ class PastReplay:
         self.tmp = Path(tempfile.mkdtemp(prefix="hoh-past-replay-"))
         sandbox = ws.config.sandbox
         jail = None if sandbox.mode == "off" else JailSpec(tmp_bytes=sandbox.limits.tmp_mb * 2**20)
-        self.runner = CheckRunner(LOCAL, jail, role_limits(ws.config), self.tmp / "scratch")
+        self.environment: "RoleEnvironment | None" = None
+        name = ws.config.environment.name if where is None else where
+        if name != "local":
+            self.environment = self._environment(name, warn)
+        self.runner = CheckRunner(self.environment or LOCAL, jail, role_limits(ws.config), self.tmp / "scratch")
         self._views: dict[int, tuple[Path, int]] = {}
+
+    def _environment(self, name: str, warn: Callable[[str], None]) -> "RoleEnvironment":
+        """QA's environment, as a run makes it (its image, its limits), for this replay alone."""
+        from ..envs.pool import detached
+        from .setup import role_adapters
+        config = self.ws.config.model_copy(update={"environment": self.ws.config.environment.model_copy(
+            update={"name": name})})
+        try:
+            return detached(config, self.paths.root, self.tmp, role_adapters(config)["qa"], warn)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
 
     def __enter__(self) -> "PastReplay":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        try:
+            if self.environment is not None:
+                from ..envs.pool import stop_detached
+                stop_detached(self.environment)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ---- loops and candidates -----------------------------------------------------------------------------
     def candidate(self, t: int) -> Candidate | None:
