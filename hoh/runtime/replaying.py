@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import HohError, UsageError
+from ..errors import EnvironmentUnavailable, HohError, UsageError
 from ..evidence.checks import CheckRegister, CheckSpec, RunStatus
 from ..harness.executor import LOCAL
 from ..harness.jail import JailSpec
@@ -71,11 +71,11 @@ class PastReplay:
         self.environment: "RoleEnvironment | None" = None
         name = ws.config.environment.name if where is None else where
         if name != "local":
-            self.environment = self._environment(name, warn)
+            self.environment = self._environment(name, warn, where is not None)
         self.runner = CheckRunner(self.environment or LOCAL, jail, role_limits(ws.config), self.tmp / "scratch")
         self._views: dict[int, tuple[Path, int]] = {}
 
-    def _environment(self, name: str, warn: Callable[[str], None]) -> "RoleEnvironment":
+    def _environment(self, name: str, warn: Callable[[str], None], where_given: bool) -> "RoleEnvironment":
         """QA's environment, as a run makes it (its image, its limits), for this replay alone."""
         from ..envs.pool import detached
         from .setup import role_adapters
@@ -83,6 +83,10 @@ class PastReplay:
             update={"name": name})})
         try:
             return detached(config, self.paths.root, self.tmp, role_adapters(config)["qa"], warn)
+        except EnvironmentUnavailable as err:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            hint = "" if where_given else "; or replay on this machine with --env local"
+            raise EnvironmentUnavailable(f"{err}{hint}") from None
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
