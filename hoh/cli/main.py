@@ -309,14 +309,12 @@ def replay_checks(
     bisect: Optional[str] = typer.Option(None, "--bisect", metavar="CHECK", help="Find the first loop whose "
                                          "candidate fails this check (C-0007), from the loop that added it to the "
                                          "last finished one; retired checks too."),
-    env: Optional[str] = typer.Option(None, "--env", metavar="NAME", help="Where the checks run: `local` (this "
-                                      "machine's jail) or an environment (`docker`, …); default: the workspace's "
-                                      "own, in a QA environment of its own, with no network."),
+    env: Optional[str] = typer.Option(None, "--env", metavar="NAME", help="Where the checks run: `local` or an "
+                                      "environment (`docker`, …); default: the workspace's, with no network."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Run the register's active checks again on a past candidate, where the run's QA ran them: in the jail
-    (none with sandbox.mode off), or in its environment (--env local: here); read-only: no lock, nothing
-    written in the workspace, so a live run may go on.
+    """Run the register's active checks again on a past candidate, where the run's QA ran them (the jail, or its
+    environment); read-only: no lock, nothing written in the workspace, so a live run may go on.
     Exit 0 when every check passed (a flaky one too), 1 when one failed, timed out or could not run, 2 on bad
     input; --bisect exits 0 once it has found its answer."""
     from .replay import run

@@ -323,7 +323,7 @@ class RoleEnvironment(Executor):
                 else:
                     self._run(env.upload_dir(staging, move.attempt.incoming), COPY_TIMEOUT)
             keep = self.own if alone else None
-            gather = move.gather(request.max_output_bytes, keep) if through is not None and keep is not None else None
+            gather = move.gather(request.max_output_bytes, self.own) if through is not None else None  # alone
             try:
                 ran = self._run(supervise.run(env, move.attempt, placed, argv, str(launch.cwd),
                                               wall=request.wall_timeout, idle=request.idle_timeout,
@@ -354,25 +354,25 @@ class RoleEnvironment(Executor):
         through = self._through(env, alone, scratch)
         incoming = transfer.scratch_beside(attempt_dir)
         keep = self.own if alone else None
-        came: supervise.Ran | None = ran
+        inline: supervise.Ran | None = ran  # what the attempt's own `exec` may have collected
         try:
             report = None
             if move.held is not None:
                 try:
                     streams, text = self._run(supervise.collect(
                         env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through,
-                        came), COPY_TIMEOUT)
+                        inline), COPY_TIMEOUT)
                     report = supervise.changes_report(text)
                 except supervise.Unlisted:  # the next attempt finds out why (`verify.py`); this one comes back whole
                     with self._lock:
                         move.held = self.held = None
                     shutil.rmtree(incoming, ignore_errors=True)
                     incoming.mkdir()
-                    came = None
+                    inline = None
             if report is None:
                 streams, text = self._run(supervise.collect(
                     env, move.attempt, move.collect_steps(request.max_output_bytes, keep), incoming, through,
-                    came), COPY_TIMEOUT)
+                    inline), COPY_TIMEOUT)
                 copies = [incoming / "writable" / str(n) for n in range(len(move.writable))]
             with self._lock:
                 if alone and self.owned and self.watch is not None and self.runs == move.attempt.number:

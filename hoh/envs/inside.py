@@ -18,8 +18,6 @@ to an entry changes its key.
     collect OUT EXPECT ROOT...   after the attempt: what changed in each writable ROOT since the record, as
                         OUT/changes.jsonl (deletions first, then entries, files copied as OUT/files/N), and
                         `collected={"held": SHA, "believed": BOOL}`.
-    unpack DIR [place PLAN EXPECT]   a tar of hoh's on stdin into DIR (a Docker or Podman container's `exec`
-                        gets it so, `channel.py`), then place.
     pack DIR            DIR as a tar on stdout.
     attempt DIR         a whole attempt in one `exec` (`channel.py`): hoh's tar on stdin into DIR, its
                         `job.json` read, the view placed, the attempt's files moved into place, its supervisor
@@ -370,9 +368,6 @@ def attempt(incoming):
 def main(argv):
     if argv[0] == "place":
         return place(argv[1], argv[2])[0]
-    if argv[0] == "unpack":  # and, when it says so, place
-        unpack(argv[1])
-        return place(argv[3], argv[4])[0] if argv[2:3] == ["place"] else 0
     if argv[0] == "attempt":
         return attempt(argv[1])
     if argv[0] == "pack":

@@ -75,15 +75,8 @@ class Environments:
         closable = compose_based(settings.name) and self.given is None
         needs_model = self.adapters[role].capabilities.needs_model
         network = sandbox.network == "shared" or (sandbox.network == "egress" and (needs_model or closable))
-        dockerfile = Path(settings.dockerfile) if settings.dockerfile else None
-        if dockerfile is not None and not dockerfile.is_absolute():
-            dockerfile = self.paths.root / dockerfile
-        return EnvironmentSpec(
-            name=settings.name, role=role, session_id=session_id, dir=self.paths.environments / session_id,
-            image=settings.image, dockerfile=dockerfile,
-            network=network, closed=network and sandbox.network == "egress" and closable,
-            memory_mb=sandbox.limits.memory_mb, processes=sandbox.limits.processes,
-            kwargs=tuple(sorted(settings.kwargs.items())))
+        return role_spec(self.config, self.paths.root, role, self.paths.environments / session_id, network,
+                         closed=network and sandbox.network == "egress" and closable)
 
     def executor(self, role: str) -> Executor:
         if self.local:
@@ -152,21 +145,27 @@ class Environments:
             self.journal.append(ev.EnvironmentStopped(session_id=env.spec.session_id, orphan=orphan, error=error))
 
 
+def role_spec(config: HohConfig, root: Path, role: str, where: Path, network: bool,
+              closed: bool = False) -> EnvironmentSpec:
+    """One role's environment as the settings make it (its image or the workspace `root`'s Dockerfile, its
+    limits), its files in `where`, whose name is its session's."""
+    settings, sandbox = config.environment, config.sandbox
+    dockerfile = Path(settings.dockerfile) if settings.dockerfile else None
+    if dockerfile is not None and not dockerfile.is_absolute():
+        dockerfile = root / dockerfile
+    return EnvironmentSpec(name=settings.name, role=role, session_id=where.name, dir=where, image=settings.image,
+                           dockerfile=dockerfile, network=network, closed=closed,
+                           memory_mb=sandbox.limits.memory_mb, processes=sandbox.limits.processes,
+                           kwargs=tuple(sorted(settings.kwargs.items())))
+
+
 def detached(config: HohConfig, root: Path, scratch: Path, adapter: HarnessAdapter,
              warn: Callable[[str], None] = lambda message: None) -> RoleEnvironment:
     """QA's environment for checks run outside any run (`hoh replay`): the workspace (`root`) is only read, so
     nothing is journaled; its files, and the views it may hold, are under `scratch`. It has no network (no egress
     proxy runs outside a run). The caller stops it (`stop_detached`)."""
-    settings, sandbox = config.environment, config.sandbox
-    preflight(settings)
-    session_id = f"hoh-replay-{uuid.uuid4().hex[:10]}"
-    dockerfile = Path(settings.dockerfile) if settings.dockerfile else None
-    if dockerfile is not None and not dockerfile.is_absolute():
-        dockerfile = root / dockerfile
-    spec = EnvironmentSpec(name=settings.name, role="qa", session_id=session_id, dir=scratch / session_id,
-                           image=settings.image, dockerfile=dockerfile, network=False,
-                           memory_mb=sandbox.limits.memory_mb, processes=sandbox.limits.processes,
-                           kwargs=tuple(sorted(settings.kwargs.items())))
+    preflight(config.environment)
+    spec = role_spec(config, root, "qa", scratch / f"hoh-replay-{uuid.uuid4().hex[:10]}", network=False)
     return RoleEnvironment(spec, EventLoop(), adapter, (scratch,), lambda started: None, warn=warn)
 
 
