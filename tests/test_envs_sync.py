@@ -134,3 +134,10 @@ def test_taking_apart_what_comes_out_keeps_no_member_in_memory(tmp_path):
 
     small, large = peak(200), peak(4_000)
     assert large < small + (1 << 20), (small, large)  # every member kept: ~1 KB each
+
+
+def test_a_file_too_large_for_a_freeze_never_comes_out_of_an_environment():
+    """`inside.py collect` drops what the freeze would leave out, so a sparse file is never copied dense."""
+    from hoh.envs import inside
+    from hoh.store.sizes import MAX_FILE_BYTES
+    assert inside.LARGEST == MAX_FILE_BYTES

@@ -22,22 +22,24 @@ import dataclasses
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Sequence, TypeVar
 
 from ..errors import EnvironmentUnavailable
 from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
 from ..harness.egress import PLACEHOLDER_KEY
 from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET
-from ..harness.executor import Execution, Executor, Launch
+from ..harness.executor import Execution, Executor, Launch, Queued
 from ..harness.network import attempt_egress, proxy_env, socket_dir
 from ..store import events as ev
 from ..store.hashcache import HashCache
 from . import supervise, sync, transfer, verify
+from .batch import run_batch
 from .channel import pack, usable
 from .gateway import through_gateway
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, unscoped
@@ -247,22 +249,28 @@ class RoleEnvironment(Executor):
             with self._lock:
                 self.inflight -= 1
 
+    def execute_many(self, runs: Sequence[Queued], deadline: float | None = None) -> list[Execution | None]:
+        done: list[Execution | None] = [None] * len(runs)
+        pending, idle = list(range(len(runs))), 0
+        # In one `exec` where that is sound; a batch that stopped (a run changed what the next would see) goes on
+        # in another, once the view is put right (a batch that finds it changed runs nothing); what no batch
+        # ran runs alone.
+        while len(pending) > 1 and idle < 2 and (deadline is None or time.monotonic() < deadline or not any(done)):
+            ran = run_batch(self, [runs[i] for i in pending], deadline)
+            for i, execution in zip(pending, ran):
+                done[i] = execution
+            idle = 0 if any(ran) else idle + 1
+            pending = [i for i in pending if done[i] is None]
+        for i, run in enumerate(runs):
+            if done[i] is None and (not i or deadline is None or time.monotonic() < deadline):
+                done[i] = self.execute(run.launch, run.request, run.attempt_dir, None)
+        return done
+
     def _execute(self, launch: Launch, request: RoleRequest, attempt_dir: Path, alone: bool) -> Execution:
         env = self.env
         assert env is not None, "started above"
-        jail = launch.jail
-        writable = transfer.outermost(p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir())
-        visible = [p for p in (*(jail.read_only if jail else ()), launch.cwd) if self._inside(p)]
-        hidden = jail.hidden if jail else ()
-        # No key enters an environment hoh's proxy serves: a CLI given its key itself (no proxy in front of its
-        # endpoint) gets the placeholder there.
-        secrets = set() if self.key_inside else set(self.adapter.secrets(request))
-        variables = {name: PLACEHOLDER_KEY if value in secrets else value for name, value in launch.env.items()}
-        variables["PATH"] = PATH
-        if request.proxy_url:
-            variables.update(proxy_env(request.proxy_url))
-            if self.gateway:  # the model route is the proxy itself, reached directly, never through itself
-                variables["NO_PROXY"] = variables["no_proxy"] = f"{variables['NO_PROXY']},{self.gateway}"
+        writable, visible, hidden = self.paths(launch)
+        variables = self.variables(launch, request)
         argv = launch.argv  # as the CLI's own in command.json; in a closed one started by the forwarder
         if self.socket_dir is not None and request.egress_token:
             argv = ["python3", "-I", FORWARDER, "--listen", f"127.0.0.1:{INSIDE_PORT}", "--socket", str(INSIDE_SOCKET),
@@ -296,6 +304,26 @@ class RoleEnvironment(Executor):
                                                          "bytes_out": move.moved_out}, durable=False)
         out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
         return Execution(supervise.result(ran.code, ran.limit, ran.seconds, out, err, launch.argv[0]))
+
+    def paths(self, launch: Launch) -> tuple[list[Path], list[Path], tuple[Path, ...]]:
+        """What of the launch's jail goes there: its writable paths, what it sees, what it must not see."""
+        jail = launch.jail
+        writable = transfer.outermost(p for p in (jail.writable if jail else ()) if self._inside(p) and p.is_dir())
+        visible = [p for p in (*(jail.read_only if jail else ()), launch.cwd) if self._inside(p)]
+        return writable, visible, tuple(jail.hidden if jail else ())
+
+    def variables(self, launch: Launch, request: RoleRequest) -> dict[str, str]:
+        """The launch's variables as they are set there."""
+        # No key enters an environment hoh's proxy serves: a CLI given its key itself (no proxy in front of its
+        # endpoint) gets the placeholder there.
+        secrets = set() if self.key_inside else set(self.adapter.secrets(request))
+        variables = {name: PLACEHOLDER_KEY if value in secrets else value for name, value in launch.env.items()}
+        variables["PATH"] = PATH
+        if request.proxy_url:
+            variables.update(proxy_env(request.proxy_url))
+            if self.gateway:  # the model route is the proxy itself, reached directly, never through itself
+                variables["NO_PROXY"] = variables["no_proxy"] = f"{variables['NO_PROXY']},{self.gateway}"
+        return variables
 
     def _through(self, env: "BaseEnvironment", alone: bool, scratch: Path) -> supervise.Through | None:
         """The attempt's channel into its container, when it runs alone in one hoh can address (`channel.py`)."""

@@ -173,7 +173,7 @@ class Unlisted(OSError):
     """`inside.py collect` said nothing (the attempt broke the image's python3, say): copy everything out."""
 
 
-def _report(stdout: str, prefix: str) -> tuple[dict | None, str]:
+def reported(stdout: str, prefix: str) -> tuple[dict | None, str]:
     """The JSON line `prefix=…` `inside.py` printed, and the output without it."""
     found, rest = None, []
     for line in stdout.splitlines(keepends=True):
@@ -239,6 +239,18 @@ async def _exec(env: "BaseEnvironment", through: Through | None, command: str, t
     return reply.code, reply.text, reply.stderr, came
 
 
+def moving(attempt: Attempt, roots: list[str]) -> str:
+    """The shell step that moves what was copied in for `attempt` to `roots` (what was there removed first)."""
+    q = shlex.quote
+    moves = [f"rm -rf {' '.join(q(r) for r in [*roots, f'{ROOT}/out'])}"]
+    for root in roots:
+        staged = f"{attempt.incoming}{root}"
+        moves.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
+                     f"mv {q(staged)} {q(root)}; fi")
+    moves.append(f"rm -rf {q(f'{ROOT}/in')}")
+    return "; ".join(moves)
+
+
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
               wall: float, idle: float, max_output: int, keep: tuple[int, ...] | None = None,
               view: list[str] | None = None, through: Through | None = None, gather: dict | None = None) -> Ran:
@@ -249,18 +261,13 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     goes in sent on the first `exec`'s stdin, where `inside.py attempt` does all of it and, when the CLI ends
     within the first look, collects as `gather` says (`Move.gather`): `Ran.came`."""
     q = shlex.quote
-    moves = [f"rm -rf {' '.join(q(r) for r in [*roots, attempt.dir, f'{ROOT}/out'])}"]
-    for root in [*roots, attempt.dir]:
-        staged = f"{attempt.incoming}{root}"
-        moves.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
-                     f"mv {q(staged)} {q(root)}; fi")
-    moves.append(f"rm -rf {q(f'{ROOT}/in')}")
+    moves = moving(attempt, [*roots, attempt.dir])
     swept = [sweep(keep, empty_tmp=view is None)] if keep is not None else []
     window = max(1.0, min(LOOK_SECONDS, wall, idle))
     mark = None
     if through is not None:
         mark = through.channel.mark()
-        job = {"place": view, "moves": "; ".join(moves),
+        job = {"place": view, "moves": moves,
                "start": ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv],
                "exit": attempt.file("exit"), "streams": [attempt.file("stdout"), attempt.file("stderr")],
                "window": window, "max_output": max_output, "collect": {**gather, "mark": mark} if gather else None}
@@ -273,7 +280,7 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
         command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
         # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
         # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
-        started = (f"{'; '.join([*place, *moves])}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
+        started = (f"{'; '.join([*place, moves])}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
                    f"{_wait(attempt, window, max_output)}")
     begun = last_activity = time.monotonic()
     status, stdout, stderr, came = await _exec(env, through, started, EXEC_TIMEOUT + window,
@@ -289,7 +296,7 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     if through is not None:
         stdout = stdout.partition("\n")[2] if stdout.startswith("guarded=") else stdout
     if view is not None:
-        report, stdout = _report(stdout, "placed")
+        report, stdout = reported(stdout, "placed")
         if report is None:
             raise OSError(f"hoh's script did not place the view: {(stderr or stdout).strip()[-300:]}")
         if report.get("held") is None or report.get("tampered"):
@@ -371,7 +378,7 @@ def left(text: str) -> int:
 
 def changes_report(text: str) -> dict:
     """`inside.py collect`'s report; Unlisted when there is none."""
-    report, _ = _report(text, "collected")
+    report, _ = reported(text, "collected")
     if report is None:
         raise Unlisted("the environment did not list what changed")
     return report

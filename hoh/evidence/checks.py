@@ -87,7 +87,7 @@ class RunStatus(str, Enum):
     failed = "failed"
     """It ran and its exit code or output differs from what QA recorded."""
     flaky = "flaky"
-    """It failed and passed on an immediate re-run: shown, never counted as a regression."""
+    """It failed and passed on a re-run: shown, never counted as a regression."""
     timed_out = "timed_out"
     error = "error"
     """It could not run at all (the jail failed to start, its stdin file is gone)."""

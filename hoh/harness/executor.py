@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..fsutil import atomic_write_json
 from .attempt import HOH_PACKAGE
@@ -56,6 +56,15 @@ class Execution:
     not take the files): the machine's doing, not the agent's."""
 
 
+@dataclass(frozen=True)
+class Queued:
+    """One of many short runs given to an executor at once (a check step's checks)."""
+
+    launch: Launch
+    request: "RoleRequest"
+    attempt_dir: Path
+
+
 class Executor(ABC):
     """A place where role attempts run."""
 
@@ -74,6 +83,13 @@ class Executor(ABC):
     def execute(self, launch: Launch, request: "RoleRequest", attempt_dir: Path,
                 on_spawn: Callable[[int], None] | None) -> Execution:
         """Run the launch to its end or its timeout; events.jsonl and stderr.log land in `attempt_dir`."""
+
+    def execute_many(self, runs: Sequence[Queued], deadline: float | None = None) -> list[Execution | None]:
+        """Each run, in order, as `execute` runs it alone; None for each after the first that was not started
+        because the monotonic `deadline` had passed. An environment runs them in one call where it soundly can
+        (`envs/batch.py`)."""
+        return [None if i and deadline is not None and time.monotonic() >= deadline
+                else self.execute(run.launch, run.request, run.attempt_dir, None) for i, run in enumerate(runs)]
 
 
 class LocalExecutor(Executor):

@@ -11,18 +11,19 @@ trusted beyond being compared.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..fsutil import note_written
 from ..evidence.checks import CheckRegister, CheckSpec, RunStatus, env_problems, mismatch
 from ..harness.attempt import RoleRequest
-from ..harness.executor import Executor, Launch
+from ..harness.executor import Execution, Executor, Launch, Queued
 from ..harness.jail import JailSpec, Network
 from ..harness.limits import Limits
 from ..records import CheckResult, QaReport
@@ -133,6 +134,34 @@ class CheckRunner:
 
     def run(self, spec: CheckSpec, view: Path, network: str, out: Path, stdin_root: Path) -> CheckRun:
         """Run once; write the evidence file `out`."""
+        run = self.run_many([Check(spec, network, out)], view, stdin_root)[0]
+        assert run is not None, "no deadline: it ran"
+        return run
+
+    def run_many(self, checks: Sequence["Check"], view: Path, stdin_root: Path,
+                 deadline: float | None = None) -> list[CheckRun | None]:
+        """Each check once, in order, each writing its evidence file; None for each not started because the
+        monotonic `deadline` had passed. The executor may run them all in one call (`Executor.execute_many`)."""
+        done: list[CheckRun | None] = [None] * len(checks)
+        queued: list[tuple[int, Queued]] = []
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="checks-", dir=self.scratch) as tmp:
+            for i, check in enumerate(checks):
+                prepared = self._prepared(check, view, stdin_root, Path(tmp) / str(i))
+                if isinstance(prepared, CheckRun):
+                    done[i] = prepared
+                else:
+                    queued.append((i, prepared))
+            self.runs += len(queued)
+            ran = self.executor.execute_many([q for _, q in queued], deadline) if queued else []
+            for (i, q), execution in zip(queued, ran):
+                if execution is not None:
+                    done[i] = _judged(checks[i], execution, q.attempt_dir)
+        return done
+
+    def _prepared(self, check: "Check", view: Path, stdin_root: Path, run_dir: Path) -> "CheckRun | Queued":
+        """The check's run as its executor takes it; a CheckRun (an error, its evidence written) when it cannot."""
+        spec = check.spec
         # A check's env is applied in its jail only, and a name no check may set is refused wherever it comes
         # from: QA is asked again for it, and one written into the register by hand is this run's error.
         env_problem = "; ".join(env_problems(spec.env)) or None
@@ -141,14 +170,14 @@ class CheckRunner:
         if problem is None and (not cwd.is_relative_to(view.resolve()) or not cwd.is_dir()):
             problem = f"its cwd '{spec.cwd}' is not a directory of the candidate"
         if problem is not None:
-            _write_evidence(out, spec, None, "", "", RunStatus.error, problem)
+            _write_evidence(check.out, spec, None, "", "", RunStatus.error, problem)
             return CheckRun(RunStatus.error, None, 0.0, problem)
         jail = None
         if self.jail is not None:
             # QA's read-only paths (the tools `sandbox.read_only_paths` adds) and this view; nothing writable.
             shown = tuple(dict.fromkeys((*self.jail.read_only, view)))
             jail = JailSpec(read_only=shown, hidden=self.jail.hidden, tmp_bytes=self.jail.tmp_bytes,
-                            network=Network.shared if network == Network.shared.value else Network.none)
+                            network=Network.shared if check.network == Network.shared.value else Network.none)
         else:
             self.unjailed_runs += 1
         env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "HOME": "/tmp", "TMPDIR": "/tmp",
@@ -156,27 +185,34 @@ class CheckRunner:
         request = RoleRequest(role="qa", loop=0, attempt=1, prompt="", workdir=view, access="read-only",
                               wall_timeout=spec.timeout_s, idle_timeout=spec.timeout_s,
                               max_output_bytes=MAX_CHECK_OUTPUT, jail=jail, limits=self.limits)
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="check-", dir=self.scratch) as tmp:
-            run_dir = Path(tmp)
-            started = time.monotonic()
-            self.runs += 1
-            done = self.executor.execute(Launch(["bash", "-c", spec.command], cwd, env, stdin, jail), request,
-                                         run_dir, None)
-            seconds = round(time.monotonic() - started, 3)
-            proc = done.process
-            stdout, stderr = _read(run_dir / "events.jsonl"), _read(run_dir / "stderr.log")
-        if done.setup_error or proc.spawn_error:
-            status, reason = RunStatus.error, done.setup_error or proc.spawn_error
-        elif proc.timed_out == "output":
-            status, reason = RunStatus.failed, f"it printed more than {MAX_CHECK_OUTPUT // 2**20} MiB"
-        elif proc.timed_out:
-            status, reason = RunStatus.timed_out, f"it did not finish within its timeout of {spec.timeout_s:g}s"
-        else:
-            reason = mismatch(spec.expect, proc.exit_code, stdout, stderr)
-            status = RunStatus.failed if reason else RunStatus.passed
-        _write_evidence(out, spec, proc.exit_code, stdout, stderr, status, reason)
-        return CheckRun(status, proc.exit_code, seconds, reason)
+        run_dir.mkdir()
+        return Queued(Launch(["bash", "-c", spec.command], cwd, env, stdin, jail), request, run_dir)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One run of a check: how, with which network, and where its evidence file goes."""
+
+    spec: CheckSpec
+    network: str
+    out: Path
+
+
+def _judged(check: Check, done: Execution, run_dir: Path) -> CheckRun:
+    """The run's status from how it ended, and its evidence file written."""
+    spec, proc = check.spec, done.process
+    stdout, stderr = _read(run_dir / "events.jsonl"), _read(run_dir / "stderr.log")
+    if done.setup_error or proc.spawn_error:
+        status, reason = RunStatus.error, done.setup_error or proc.spawn_error
+    elif proc.timed_out == "output":
+        status, reason = RunStatus.failed, f"it printed more than {MAX_CHECK_OUTPUT // 2**20} MiB"
+    elif proc.timed_out:
+        status, reason = RunStatus.timed_out, f"it did not finish within its timeout of {spec.timeout_s:g}s"
+    else:
+        reason = mismatch(spec.expect, proc.exit_code, stdout, stderr)
+        status = RunStatus.failed if reason else RunStatus.passed
+    _write_evidence(check.out, spec, proc.exit_code, stdout, stderr, status, reason)
+    return CheckRun(status, proc.exit_code, round(proc.duration_s, 3), reason)
 
 
 def _stdin_of(spec: CheckSpec, root: Path) -> tuple[str | None, bytes | None]:
@@ -226,28 +262,41 @@ def replay_order(checks: list[dict[str, Any]], changed: set[str]) -> list[tuple[
     return sorted(marked, key=lambda m: (not m[1], m[0].get("last_replayed", 0), m[0]["id"]))
 
 
+def with_reruns(runner: CheckRunner, checks: list[Check], view: Path, stdin_root: Path,
+                deadline: float | None = None) -> list[CheckRun | None]:
+    """Each check once (`run_many`), then each that failed once more (its evidence beside the first's, as
+    `.rerun.txt`): passing then, it is flaky, never a regression."""
+    runs = runner.run_many(checks, view, stdin_root, deadline)
+    failed = [i for i, run in enumerate(runs) if run is not None and run.status is RunStatus.failed]
+    again = runner.run_many([dataclasses.replace(checks[i], out=checks[i].out.with_suffix(".rerun.txt"))
+                             for i in failed], view, stdin_root)
+    for i, rerun in zip(failed, again):
+        first = runs[i]
+        assert first is not None and rerun is not None
+        status, reason = first.status, first.reason
+        if rerun.status is RunStatus.passed:
+            status, reason = RunStatus.flaky, f"failed ({reason}), then passed on a re-run"
+        runs[i] = CheckRun(status, first.exit_code, round(first.seconds + rerun.seconds, 3), reason)
+    return runs
+
+
 def replay(runner: CheckRunner, register: CheckRegister, view: Path, state: Path, out_dir: Path, *, loop: int,
            candidate_id: str, changed: set[str], budget_s: float | None) -> Replay:
-    """Every active check on the candidate in `view`; a failure is re-run at once to tell flaky from broken."""
+    """Every active check on the candidate in `view` that the budget leaves time for (`with_reruns`)."""
     started = time.monotonic()
+    order = replay_order(register.active(), changed)
+    checks = [Check(CheckSpec.from_json(c["spec"]), c.get("network", "none"), out_dir / f"{c['id']}.txt")
+              for c, _ in order]
+    runs = with_reruns(runner, checks, view, state, None if budget_s is None else started + budget_s)
     results = []
-    for check, at_risk in replay_order(register.active(), changed):
-        spec = CheckSpec.from_json(check["spec"])
-        common = dict(id=check["id"], behaviour_id=check.get("behaviour_id"), at_risk=at_risk)
-        if budget_s is not None and time.monotonic() - started >= budget_s:
+    for (check, at_risk), run, ran in zip(order, runs, checks):
+        common = {"id": check["id"], "behaviour_id": check.get("behaviour_id"), "at_risk": at_risk}
+        if run is None:
             results.append(ReplayResult(**common, status=RunStatus.skipped, seconds=0.0,
                                         reason=f"the loop's replay budget of {budget_s:g}s was spent"))
-            continue
-        out = out_dir / f"{check['id']}.txt"
-        run = runner.run(spec, view, check.get("network", "none"), out, state)
-        status, seconds, reason = run.status, run.seconds, run.reason
-        if status is RunStatus.failed:
-            again = runner.run(spec, view, check.get("network", "none"), out_dir / f"{check['id']}.rerun.txt", state)
-            seconds += again.seconds
-            if again.status is RunStatus.passed:
-                status, reason = RunStatus.flaky, f"failed ({reason}), then passed on an immediate re-run"
-        results.append(ReplayResult(**common, status=status, seconds=round(seconds, 3), reason=reason,
-                                    evidence=str(out.relative_to(state))))
+        else:
+            results.append(ReplayResult(**common, status=run.status, seconds=run.seconds, reason=run.reason,
+                                        evidence=str(ran.out.relative_to(state))))
     return Replay(loop, candidate_id, tuple(results), round(time.monotonic() - started, 3), budget_s)
 
 
@@ -261,17 +310,28 @@ def attached(qa: QaReport) -> Iterable[tuple[str, CheckResult, dict[str, Any]]]:
 def admit(runner: CheckRunner, register: CheckRegister, qa: QaReport, view: Path, evidence: Path, state: Path,
           out_dir: Path, network: str, budget_s: float | None = None) -> list[Admission]:
     """Run each check QA attached once more on the same candidate; keep those that show what QA saw. The replay
-    budget bounds this too: QA cannot make a loop last days with checks that each take their longest."""
-    admissions: list[Admission] = []
-    started = time.monotonic()
+    budget bounds this too: QA cannot make a loop last days with checks that each take their longest. Twins
+    (the same check on two items) run once."""
+    items = []
     for kind, item, raw in attached(qa):
         spec = CheckSpec.from_json(raw)
         if spec.stdin_file is not None:
             # The check keeps the copy of QA's evidence that the loop's state holds, not QA's scratch file.
             spec = dataclasses.replace(spec, stdin_file=str((evidence / spec.stdin_file).relative_to(state)))
-        same = register.same(spec) or next((a.check_id for a in admissions if a.admitted and a.spec == spec.to_json()),
-                                           None)
-        if same is not None:
+        items.append((kind, item, spec, json.dumps(spec.to_json(), sort_keys=True)))
+    runnable: dict[str, int] = {}
+    checks: list[Check] = []
+    for _, item, spec, key in items:
+        if item.verified and key not in runnable and register.same(spec) is None:
+            runnable[key] = len(checks)
+            checks.append(Check(spec, network, out_dir / f"{item.id}.txt"))
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    runs = runner.run_many(checks, view, state, deadline) if checks else []
+    admissions: list[Admission] = []
+    added: dict[str, str] = {}  # a check admitted here: its id
+    counted: set[int] = set()
+    for kind, item, spec, key in items:
+        if (same := register.same(spec) or added.get(key)) is not None:
             admissions.append(Admission(item.id, kind, True, f"the register has this check already: {same}",
                                         spec.to_json(), same))
             continue
@@ -279,17 +339,20 @@ def admit(runner: CheckRunner, register: CheckRegister, qa: QaReport, view: Path
             admissions.append(Admission(item.id, kind, False, f"QA reported {item.id} as {item.status}, so there "
                                         "is no observation for its check to reproduce", spec.to_json()))
             continue
-        if budget_s is not None and time.monotonic() - started >= budget_s:
+        i = runnable[key]
+        if (run := runs[i]) is None:
             admissions.append(Admission(item.id, kind, False, f"not run: the loop's check budget of {budget_s:g}s "
                                         "was spent on the checks before it", spec.to_json()))
             continue
-        check_id = register.next_id(offset=sum(1 for a in admissions if a.admitted and not a.reason))
-        out = out_dir / f"{item.id}.txt"
-        run = runner.run(spec, view, network, out, state)
+        check_id = register.next_id(offset=len(added))
         reason = None if run.status is RunStatus.passed else \
             f"it did not reproduce QA's observation on the candidate: {run.reason}"
+        if reason is None:
+            added[key] = check_id
         admissions.append(Admission(item.id, kind, reason is None, reason, spec.to_json(),
-                                    check_id if reason is None else None, str(out.relative_to(state)), run.seconds))
+                                    check_id if reason is None else None, str(checks[i].out.relative_to(state)),
+                                    0.0 if i in counted else run.seconds))
+        counted.add(i)
     return admissions
 
 

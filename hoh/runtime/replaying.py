@@ -4,7 +4,7 @@ Read-only on the workspace: no lock is taken (a live run may go on), and nothing
 candidate is exported from history.git into a temporary directory outside the workspace, through an index
 of its own (`History.export` keeps its index in history.git); the checks run on it as the Runtime runs them
 (`CheckRunner`: this machine's jail, or none with `sandbox.mode: off`), and their evidence files land in
-that directory, which is removed at the end. A failure is re-run at once, as in a loop's replay, so a flaky
+that directory, which is removed at the end. A failure is re-run, as in a loop's replay, so a flaky
 check is told apart from a broken one.
 """
 
@@ -24,7 +24,7 @@ from ..harness.jail import JailSpec
 from ..records import Candidate, read_candidate
 from ..store.journal import Journal, RunHistory
 from ..store.workspace import Workspace
-from .replay import CheckRunner, Replay, ReplayResult
+from .replay import Check, CheckRunner, Replay, ReplayResult, with_reruns
 from .setup import role_limits
 
 if TYPE_CHECKING:
@@ -145,25 +145,23 @@ class PastReplay:
         return view
 
     def run(self, check: dict[str, Any], candidate: Candidate) -> ReplayResult:
-        """One check on one candidate, and again at once if it failed (flaky or broken)."""
-        spec = CheckSpec.from_json(check["spec"])
-        network = check.get("network", "none")
-        out = self.tmp / "evidence" / f"{candidate.loop:04d}" / f"{check['id']}.txt"
-        run = self.runner.run(spec, self._view(candidate), network, out, self.paths.state)
-        status, seconds, reason = run.status, run.seconds, run.reason
-        if status is RunStatus.failed:
-            again = self.runner.run(spec, self._view(candidate), network, out.with_suffix(".rerun.txt"),
-                                    self.paths.state)
-            seconds += again.seconds
-            if again.status is RunStatus.passed:
-                status, reason = RunStatus.flaky, f"failed ({reason}), then passed on an immediate re-run"
-        return ReplayResult(check["id"], check.get("behaviour_id"), status, round(seconds, 3), False, reason)
+        """One check on one candidate, and again if it failed (flaky or broken)."""
+        return self.run_all([check], candidate)[0]
+
+    def run_all(self, checks: list[dict[str, Any]], candidate: Candidate) -> tuple[ReplayResult, ...]:
+        """The checks on one candidate, each that failed once more (`replay.with_reruns`)."""
+        out = self.tmp / "evidence" / f"{candidate.loop:04d}"
+        runs = with_reruns(self.runner, [Check(CheckSpec.from_json(c["spec"]), c.get("network", "none"),
+                                               out / f"{c['id']}.txt") for c in checks],
+                           self._view(candidate), self.paths.state)
+        return tuple(ReplayResult(c["id"], c.get("behaviour_id"), run.status, run.seconds, False, run.reason)
+                     for c, run in zip(checks, runs) if run is not None)
 
     def replay(self, t: int) -> Replay:
         """Every active check of the register on loop t's candidate."""
         candidate = self.loop_candidate(t)
         started = time.monotonic()
-        results = tuple(self.run(check, candidate) for check in sorted(self.register.active(), key=lambda c: c["id"]))
+        results = self.run_all(sorted(self.register.active(), key=lambda c: c["id"]), candidate)
         return Replay(t, candidate.candidate_id, results, round(time.monotonic() - started, 3))
 
     def bisect(self, check_id: str) -> Bisection:
