@@ -48,6 +48,20 @@ def test_a_loop_someone_else_runs_is_used_and_never_stopped():
         assert events.run(where()) is True and loop.is_running()
 
 
+def test_a_coroutine_s_own_timeout_is_its_error_not_the_wait_s():
+    """A timeout inside the coroutine (an `exec` past its own limit) comes out as itself, with or without a wait
+    limit of the caller's (a TimeoutError is what both raise)."""
+    async def slow_exec() -> None:
+        await asyncio.wait_for(asyncio.sleep(5), 0.05)
+
+    with Foreign() as loop:
+        events = EventLoop(loop)
+        for wait in (None, 30):
+            with pytest.raises(TimeoutError) as raised:
+                events.run(slow_exec(), timeout=wait)
+            assert "did not answer" not in str(raised.value)
+
+
 def test_interrupt_cancels_what_runs_and_its_cleanup_ends_before_run_returns():
     """The deadline's stop at once: the coroutine in flight (a supervised attempt) is cancelled, its own
     cleanup (killing the CLI) runs to its end first, then the Runtime's thread gets KeyboardInterrupt; every

@@ -103,7 +103,8 @@ def _batch(where: "RoleEnvironment", channel, move: Move, attempts: list[supervi
         longest = min(longest, budget + max(r.request.wall_timeout for r in runs))
     command = f"{supervise.sweep(where.own, empty_tmp=False)}; exec {inside('batch', attempts[0].incoming)}"
     reply = where._run(channel.run(command, sent, scratch / "out", mark,
-                                   supervise.EXEC_TIMEOUT + longest + SLACK_SECONDS * len(runs)))
+                                   supervise.EXEC_TIMEOUT + longest + SLACK_SECONDS * len(runs)
+                                   + sent.stat().st_size / supervise.SLOWEST_BYTES_PER_SECOND))
     lines = reply.text.splitlines()
     left = int(lines[0][5:]) if lines and lines[0].startswith("left=") and lines[0][5:].isdigit() else 0
     if "guarded=1" not in lines[1:2]:

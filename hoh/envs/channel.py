@@ -117,8 +117,16 @@ def pack(staging: Path, into: Path) -> None:
         return info
 
     with tarfile.open(into, "w", format=tarfile.PAX_FORMAT) as tar:
-        for entry in sorted(staging.iterdir()):
-            tar.add(entry, arcname=entry.name, filter=owned_by_root)
+        stack = sorted(staging.iterdir(), reverse=True)
+        while stack:
+            entry = stack.pop()
+            tar.add(entry, arcname=str(entry.relative_to(staging)), recursive=False, filter=owned_by_root)
+            # Nothing of a member is kept once it is written (tarfile keeps them all, and every linked inode):
+            # hoh's memory stays flat however large the view.
+            tar.members.clear()
+            tar.inodes.clear()
+            if entry.is_dir() and not entry.is_symlink():
+                stack.extend(sorted(entry.iterdir(), reverse=True))
 
 
 def add(tar: Path, name: str, data: bytes) -> None:

@@ -218,6 +218,8 @@ class EventLoop:
         try:
             return future.result(timeout)
         except FutureTimeout:
+            if future.done():  # the coroutine's own timeout (FutureTimeout is TimeoutError), not this wait's
+                raise
             future.cancel()
             raise TimeoutError(f"the environment did not answer within {timeout:g}s") from None
         except FutureCancelled:

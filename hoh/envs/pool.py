@@ -23,6 +23,7 @@ from ..harness.base import HarnessAdapter
 from ..harness.executor import LOCAL, Executor
 from ..paths import WorkspacePaths
 from ..store import events as ev
+from ..store.hashcache import HashCache
 from ..store.journal import Journal, RunHistory
 from .executor import RoleEnvironment
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, preflight
@@ -52,6 +53,8 @@ class Environments:
         self.local = config.environment.local
         self._loop: EventLoop | None = None
         self._roles: dict[str, RoleEnvironment] = {}
+        self.cache = HashCache()
+        """File hashes by stat, for every role's environment of the session."""
         self.given = None if self.local else GIVEN.get()
 
     @property
@@ -86,9 +89,10 @@ class Environments:
             bounds = (self.paths.root, self.paths.project)
             given = self.given
             make = given.executor if given is not None else RoleEnvironment
-            self._roles[role] = make(spec, self.loop, self.adapters[role], bounds, self._started,
-                                     env=given.env if given is not None else None, warn=self.warn,
-                                     record=self.journal.append)
+            made = make(spec, self.loop, self.adapters[role], bounds, self._started,
+                        env=given.env if given is not None else None, warn=self.warn, record=self.journal.append)
+            made.cache = self.cache  # the roles' views are mostly the same files: hashed and held once
+            self._roles[role] = made
         return self._roles[role]
 
     def warn(self, message: str) -> None:

@@ -62,6 +62,9 @@ LOOK_SECONDS = 10.0
 (Docker Compose's), so hoh looks a few times a minute, not several times a second, and still sees an end at
 once. The idle timeout and the output cap are checked at this grain."""
 EXEC_TIMEOUT = 60
+SLOWEST_BYTES_PER_SECOND = 1 << 20
+"""What a channel's `exec` is given beyond EXEC_TIMEOUT for what it sends: a first view of 300,000 files is a tar of
+~450 MB, taken apart and placed there file by file."""
 NOT_FOUND = 127
 
 
@@ -283,7 +286,8 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
         started = (f"{'; '.join([*place, moves])}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
                    f"{_wait(attempt, window, max_output)}")
     begun = last_activity = time.monotonic()
-    status, stdout, stderr, came = await _exec(env, through, started, EXEC_TIMEOUT + window,
+    sending = through.sent.stat().st_size / SLOWEST_BYTES_PER_SECOND if through is not None else 0.0
+    status, stdout, stderr, came = await _exec(env, through, started, EXEC_TIMEOUT + window + sending,
                                                through and through.sent, mark)
     if status != 0:
         raise OSError(f"the environment would not start the attempt: {(stderr or stdout).strip()[-300:]}")

@@ -32,7 +32,7 @@ from ..store.hashcache import HashCache
 SOURCE = (Path(__file__).parent / "inside.py").read_text(encoding="utf-8")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per entry of a view, which may hold hundreds of thousands
 class Entry:
     """What is at a path, by content: a file's sha256, a link's target, a directory's mode."""
 
@@ -96,7 +96,7 @@ def plan(roots: list[Path], hidden: Iterable[Path], held: Held, cache: HashCache
     puts, moved = [], 0
     believed, known = held.digest != "-", held.entries
     differing = [path for path, entry in wanted.items() if not believed or known.get(path) != entry]
-    for path in sorted(differing, key=lambda p: p.split("/")):  # parents first
+    for path in sorted(differing):  # parents first: a path sorts before every path it is a prefix of
         entry = wanted[path]
         index = None
         if entry.kind == "f":
@@ -109,8 +109,8 @@ def plan(roots: list[Path], hidden: Iterable[Path], held: Held, cache: HashCache
             moved += copy.stat().st_size
         puts.append([path, entry.kind, entry.mode, entry.content if entry.kind == "l" else None, index])
     deletions = [p for p in held.entries if p not in wanted] if held.digest != "-" else []
-    (staging / "plan.json").write_text(json.dumps({"roots": [str(r) for r in roots], "delete": deletions,
-                                                   "put": puts}), encoding="ascii")
+    with open(staging / "plan.json", "w", encoding="ascii") as fh:  # in chunks: never the whole text at once
+        json.dump({"roots": [str(r) for r in roots], "delete": deletions, "put": puts}, fh)
     return wanted, moved
 
 
