@@ -45,7 +45,6 @@ def test_a_hostile_check_in_qa_s_container_changes_no_other_check_s_result(harbo
     the admissions and the replay equal the local ones, and what the batch found changed is journaled."""
     ids, attached = checks()
     loop = greeter_loop(ids, attached)
-    loop["qa"]["checks"] = attached
     script = {"schema_version": 1, "loops": {1: loop, 2: greeter_loop(ids, [dict(c, attach=False) for c in attached])}}
     state = {}
     for mode, extra in (("local", ()), ("docker", ENV)):

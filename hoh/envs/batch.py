@@ -173,12 +173,7 @@ def _sound(result: dict) -> bool:
 def _adopted(where: "RoleEnvironment", attempt: supervise.Attempt, run: Queued, came: Path, result: dict,
              moved_in: int) -> Execution:
     run_dir = run.attempt_dir
-    for name in ("events.jsonl", "stderr.log"):
-        source, dest = came / name, run_dir / name
-        if source.is_file() and not source.is_symlink():
-            source.replace(dest)
-        else:
-            dest.write_bytes(b"")
+    supervise.adopt_streams(came, run_dir)
     atomic_write_json(run_dir / "command.json", {
         "argv": run.launch.argv, "cwd": str(run.launch.cwd), "env_names": sorted(where.variables(run.launch, run.request)),
         "environment": where.spec.name, "session_id": where.spec.session_id, "streams": attempt.dir,

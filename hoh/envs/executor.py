@@ -407,12 +407,7 @@ class RoleEnvironment(Executor):
                     self._asked = (self.runs, self.loop.submit(self._unexpected()))
             if supervise.left(text):
                 self._tampered(processes=supervise.left(text))
-            for name in ("events.jsonl", "stderr.log"):
-                source, dest = streams / name, attempt_dir / name
-                if source.is_file() and not source.is_symlink():
-                    source.replace(dest)
-                else:
-                    dest.write_bytes(b"")
+            supervise.adopt_streams(streams, attempt_dir)
             if report is None:
                 move.adopt_copies(copies)
                 return

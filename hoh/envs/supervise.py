@@ -372,6 +372,16 @@ async def collect(env: "BaseEnvironment", attempt: Attempt, steps: str, into: Pa
     return into / "streams", text
 
 
+def adopt_streams(came: Path, attempt_dir: Path) -> None:
+    """An attempt's two streams, as they came out, into its dir (empty where what came is not a plain file)."""
+    for name in ("events.jsonl", "stderr.log"):
+        source, dest = came / name, attempt_dir / name
+        if source.is_file() and not source.is_symlink():
+            source.replace(dest)
+        else:
+            dest.write_bytes(b"")
+
+
 def left(text: str) -> int:
     """How many processes a collecting step's sweep found left (`left=N`, its first such line)."""
     for line in text.splitlines():

@@ -93,24 +93,28 @@ def plan(roots: list[Path], hidden: Iterable[Path], held: Held, cache: HashCache
     bytes staged."""
     wanted = dict(view(roots, hidden, cache))
     (staging / "files").mkdir(parents=True, exist_ok=True)
-    puts, moved = [], 0
+    count, moved = 0, 0
     believed, known = held.digest != "-", held.entries
     differing = [path for path, entry in wanted.items() if not believed or known.get(path) != entry]
-    for path in sorted(differing):  # parents first: a path sorts before every path it is a prefix of
-        entry = wanted[path]
-        index = None
-        if entry.kind == "f":
-            index = len(puts)
-            copy = staging / "files" / str(index)
-            try:
-                os.link(path, copy)
-            except OSError:
-                shutil.copy2(path, copy)
-            moved += copy.stat().st_size
-        puts.append([path, entry.kind, entry.mode, entry.content if entry.kind == "l" else None, index])
-    deletions = [p for p in held.entries if p not in wanted] if held.digest != "-" else []
-    with open(staging / "plan.json", "w", encoding="ascii") as fh:  # in chunks: never the whole text at once
-        json.dump({"roots": [str(r) for r in roots], "delete": deletions, "put": puts}, fh)
+    deletions = [p for p in held.entries if p not in wanted] if believed else []
+    # Written as it is made, one entry at a time: never the whole plan in memory, however large the view.
+    with open(staging / "plan.json", "w", encoding="ascii") as fh:
+        fh.write(f'{{"roots": {json.dumps([str(r) for r in roots])}, "delete": {json.dumps(deletions)}, "put": [')
+        for path in sorted(differing):  # parents first: a path sorts before every path it is a prefix of
+            entry = wanted[path]
+            index = None
+            if entry.kind == "f":
+                index = count
+                copy = staging / "files" / str(index)
+                try:
+                    os.link(path, copy)
+                except OSError:
+                    shutil.copy2(path, copy)
+                moved += copy.stat().st_size
+            put = [path, entry.kind, entry.mode, entry.content if entry.kind == "l" else None, index]
+            fh.write(("," if count else "") + json.dumps(put))
+            count += 1
+        fh.write("]}")
     return wanted, moved
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
+import struct
 from pathlib import Path
 
 from ..fsutil import sha256_file
@@ -23,8 +24,8 @@ class HashCache:
     attempt's guard snapshots the same state files, which mostly have not)."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[tuple[int, int, int, int], str]] = {}
-        self._bytes: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
+        self._known: dict[str, tuple[bytes, str]] = {}
+        self._bytes: dict[str, tuple[bytes, bytes]] = {}
         self._bytes_held = 0
         self._listings: dict[tuple[str, bool], tuple[tuple[int, int, int, int], frozenset[str], tuple[str, ...],
                                                      list[str]]] = {}
@@ -79,8 +80,12 @@ class HashCache:
         return data
 
 
-def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+_KEY = struct.Struct("<QQqq")
+
+
+def _stat_key(st: os.stat_result) -> bytes:
+    """The stat identity as 32 bytes (a tuple of four ints takes six times that, per file of every tree held)."""
+    return _KEY.pack(st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def ignored(name: str, patterns: list[str] | tuple[str, ...]) -> bool:
