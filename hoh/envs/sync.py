@@ -106,10 +106,7 @@ def plan(roots: list[Path], hidden: Iterable[Path], held: Held, cache: HashCache
             if entry.kind == "f":
                 index = count
                 copy = staging / "files" / str(index)
-                try:
-                    os.link(path, copy)
-                except OSError:
-                    shutil.copy2(path, copy)
+                shutil.copyfile(path, copy)  # never a hard link: that would change the view's ctimes under git's index
                 moved += copy.stat().st_size
             put = [path, entry.kind, entry.mode, entry.content if entry.kind == "l" else None, index]
             fh.write(("," if count else "") + json.dumps(put))

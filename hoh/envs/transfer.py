@@ -18,13 +18,6 @@ from pathlib import Path
 from typing import Iterable
 
 
-def _link_or_copy(source: str, dest: str) -> None:
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)
-
-
 def outermost(paths: Iterable[Path]) -> list[Path]:
     """The paths, resolved, without those inside another one of them."""
     resolved = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
@@ -37,7 +30,7 @@ def outermost(paths: Iterable[Path]) -> list[Path]:
 
 def stage(roots: Iterable[Path], hidden: Iterable[Path], into: Path) -> int:
     """Copy each root (a file or a directory) to `into` + its absolute path, hidden paths and anything that is
-    not a regular file, a directory or a symbolic link left out (hard links where the filesystem allows).
+    not a regular file, a directory or a symbolic link left out.
     Returns the bytes of the files staged."""
     hidden = {p.resolve() for p in hidden}
     staged = 0
@@ -45,7 +38,9 @@ def stage(roots: Iterable[Path], hidden: Iterable[Path], into: Path) -> int:
     def copy(source: str, dest: str) -> None:
         nonlocal staged
         staged += os.lstat(source).st_size
-        _link_or_copy(source, dest)
+        # Copied, never hard-linked: a link changes the source's ctime, so git's index of a frozen tree would no
+        # longer match it by stat and the next step would have to scan it whole.
+        shutil.copy2(source, dest)
 
     def ignore(directory: str, names: list[str]) -> list[str]:
         left_out = []

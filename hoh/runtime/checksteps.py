@@ -17,7 +17,7 @@ from ..config import HohConfig
 from ..evidence.checks import BrokenCheck, CheckRegister, CheckSpec, RunStatus
 from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, sha256_file
-from ..harness.executor import Executor, LocalExecutor
+from ..harness.executor import Executor
 from ..harness.jail import JailSpec
 from ..harness.limits import Limits
 from ..paths import WorkspacePaths
@@ -49,11 +49,6 @@ class CheckSteps:
     def _after_runs(self) -> None:
         if self.runner.unjailed_runs:
             self.repo.view_clean = False  # an unjailed check could have written the view: rebuilt, not trusted
-        elif self.runner.runs and not isinstance(self.executor, LocalExecutor):
-            # An environment's executor copies the view in through hard links (`envs.transfer.stage`), which
-            # changes each file's ctime: the view's index no longer matches it by stat, and the next move
-            # (`read-tree -m -u`) would refuse it as "not uptodate". Untrusted, it is scanned (stat refreshed) first.
-            self.repo.view_clean = False
 
     # ---- replay -----------------------------------------------------------------------------------------
     def replay(self, t: int, base: str, candidate: Candidate) -> Replay:

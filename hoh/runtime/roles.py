@@ -17,7 +17,7 @@ from ..errors import QuotaExhausted, RunEnded
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.attempt import HarnessResult, Outcome, RoleRequest
 from ..harness.base import HarnessAdapter
-from ..harness.executor import LOCAL, Executor, LocalExecutor
+from ..harness.executor import LOCAL, Executor
 from ..harness.jail import JailSpec
 from ..harness.limits import Limits
 from ..harness.process import start_ticks
@@ -160,13 +160,10 @@ class RoleRunner:
                 context=job.context, jail=jail, limits=self.limits, package=job.package)
             request.home.mkdir(parents=True, exist_ok=True)  # the role's own; its parents are guarded
             areas = job.protected(attempt_dir)
-            executor = self.executors.get(job.role, LOCAL)
             for area in areas:
                 if isinstance(area, WorkTreeArea):
-                    # Only this machine's jail: an environment's executor stages files in through hard links,
-                    # which changes their stat under git's index (`checksteps._after_runs`).
-                    area.jailed = (jail is not None and isinstance(executor, LocalExecutor)
-                                   and not jail.writes_into(area.work_tree))
+                    # In an environment too: only the role's writable paths come back from it.
+                    area.jailed = jail is not None and not jail.writes_into(area.work_tree)
             for found in self.continuity.check(areas):
                 self.journal.append(ev.ViolationBetweenRoles(loop=job.loop, role=job.role_dir_name, area=found.area,
                                                              changes=found.changes))
