@@ -332,6 +332,12 @@ class HohConfig(_Model):
         """Every role (and check run) runs in this machine's OS jail: not without it, not in an environment."""
         return self.sandbox.mode == "bwrap" and self.environment.local
 
+    @property
+    def roles_apart(self) -> bool:
+        """No role runs on this machine unjailed: each is in its OS jail or in an environment, whose writes reach
+        the project only through hoh's copy-back (plain writes by name, as a change feed sees them)."""
+        return self.jailed_here or not self.environment.local
+
 
 def _describe(err: ValidationError, source: str) -> str:
     first = err.errors()[0]

@@ -75,6 +75,9 @@ def test_the_demo_in_docker_gives_the_local_candidates_and_leaves_no_container(h
     command = json.loads(next((ws / "state" / "loops" / "0001" / "roles" / "developer").glob("attempt-*/command.json"))
                          .read_text())
     assert command["environment"] == "docker" and command["session_id"] in sessions(ws)
+    # Nothing of a role writes the project here but hoh's copy-back, which the kernel's feed follows: neither the
+    # freeze nor any guard scanned a whole tree.
+    assert [e for e in events if e["event"] == "full_scan"] == []
 
 
 def slow_developer(seconds: float, loops: int = 2) -> dict[str, Any]:

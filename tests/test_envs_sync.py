@@ -141,3 +141,63 @@ def test_a_file_too_large_for_a_freeze_never_comes_out_of_an_environment():
     from hoh.envs import inside
     from hoh.store.sizes import MAX_FILE_BYTES
     assert inside.LARGEST == MAX_FILE_BYTES
+
+
+def test_the_view_followed_by_the_kernel_lists_what_a_whole_listing_would_after_every_kind_of_change(tmp_path):
+    """hoh's side of a kept view (`viewwatch.py`) is listed whole once, then only where inotify reported a change:
+    after each change below it must equal a listing of the whole view, hidden paths left out; a hard link, which
+    the feed cannot follow, makes it list the whole view again."""
+    import shutil
+
+    from hoh.envs.viewwatch import ViewWatch
+    from hoh.store.hashcache import HashCache
+
+    root = tmp_path / "view"
+    for d in ("a/b", ".git", "hidden"):
+        (root / d).mkdir(parents=True)
+    for i in range(20):
+        (root / "a" / f"f{i}").write_text(str(i))
+    cache, hidden = HashCache(), [root / "hidden"]
+    watch = ViewWatch(cache)
+
+    def same() -> bool:
+        return watch.entries([root], hidden) == dict(sync.view([root], hidden, cache))
+
+    changes = [
+        lambda: (root / "a" / "f3").write_text("changed"),
+        lambda: (root / "a" / "f4").unlink(),
+        lambda: (root / ".git" / "HEAD").write_text("a repository of the project's own is part of its view"),
+        lambda: (root / "n" / "m").mkdir(parents=True),
+        lambda: (root / "n" / "m" / "z").write_text("in a directory made after the watches"),
+        lambda: os.rename(root / "a" / "b", root / "moved"),
+        lambda: os.chmod(root / "a" / "f5", 0o700),
+        lambda: (root / "hidden" / "secret").write_text("never listed"),
+        lambda: os.symlink("/etc", root / "link"),
+        lambda: shutil.rmtree(root / "n"),
+        lambda: os.chmod(root, 0o711),
+        lambda: (root / "a" / "f6").unlink() or (root / "a" / "f6").mkdir(),
+    ]
+    assert same() and watch.listed_whole == 1
+    for change in changes:
+        change()
+        assert same()
+    assert watch.listed_whole == 1  # every change above was followed, none listed the view whole
+    os.link(root / "a" / "f7", root / "hard")
+    assert same() and watch.listed_whole == 2
+    (root / "a" / "f7").write_text("through the other name")
+    assert same()
+    watch.close()
+
+
+def test_roots_made_per_loop_never_pile_up_feeds(tmp_path):
+    from hoh.envs.viewwatch import MOST_FOLLOWED, ViewWatch
+    from hoh.store.hashcache import HashCache
+
+    watch = ViewWatch(HashCache())
+    for loop in range(3 * MOST_FOLLOWED):
+        evidence = tmp_path / f"loop-{loop}"
+        evidence.mkdir()
+        (evidence / "log").write_text(str(loop))
+        assert watch.entries([evidence], []) == dict(sync.view([evidence], [], watch.cache))
+    assert len(watch._followed) == MOST_FOLLOWED
+    watch.close()

@@ -63,7 +63,7 @@ def run_batch(where: "RoleEnvironment", runs: Sequence[Queued], deadline: float 
         where.runs += len(runs)
         where.held = where.held or sync.Held()
         attempts = [supervise.Attempt(first + i) for i in range(len(runs))]
-        move = Move(attempts[0], transfer.outermost(paths[1]), [], paths[2], where.held, where.cache)
+        move = Move(attempts[0], transfer.outermost(paths[1]), [], paths[2], where.held, where.cache, where.views)
     scratch = Path(tempfile.mkdtemp(prefix="hoh-env-batch-"))
     try:
         return _batch(where, channel, move, attempts, runs, deadline, scratch)

@@ -45,6 +45,7 @@ from .gateway import through_gateway
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, unscoped
 from .install import FORWARDER, SITE, Programs, gateway_of, install_forwarder, install_harness, stage_programs
 from .moving import Move
+from .viewwatch import ViewWatch
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -104,6 +105,8 @@ class RoleEnvironment(Executor):
         self.held: sync.Held | None = None
         """What it keeps of the role's view; None: the next attempt alone there sends all of it."""
         self.cache = HashCache()
+        self.views: ViewWatch | None = None
+        """hoh's side of the views kept there, followed by the kernel (`viewwatch.py`); None: listed whole."""
         self.runs = 0
         self._lock = threading.Lock()
         """Developers working at once (`runtime/packages.py`) share their role's environment: it starts once, and
@@ -283,7 +286,7 @@ class RoleEnvironment(Executor):
             elif not alone:
                 self.held = None
             move = Move(attempt, transfer.outermost([*writable, *visible]), writable, tuple(hidden),
-                        self.held if alone else None, self.cache)
+                        self.held if alone else None, self.cache, self.views)
         command = {"argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
                    "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}
         atomic_write_json(attempt_dir / "command.json", command, durable=False)

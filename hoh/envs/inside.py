@@ -108,10 +108,16 @@ def forget(held, path):
             del held[known]
 
 
+WRITTEN = {}
+"""The record this process wrote last, by its sha256: an attempt's collect reads it from memory, not again."""
+
+
 def read_held(expect):
     """The record, when its sha256 is the one hoh kept; None when it is not."""
     if expect == "-":
         return {"roots": [], "keys": {}}
+    if expect in WRITTEN:
+        return WRITTEN.pop(expect)
     try:
         with open(HELD, "rb") as fh:
             raw = fh.read()
@@ -127,7 +133,10 @@ def write_held(held):
     with open(HELD + ".part", "wb") as fh:
         fh.write(raw)
     os.replace(HELD + ".part", HELD)
-    return hashlib.sha256(raw).hexdigest()
+    digest = hashlib.sha256(raw).hexdigest()
+    WRITTEN.clear()
+    WRITTEN[digest] = held
+    return digest
 
 
 def real_ancestors(path):

@@ -13,6 +13,7 @@ from typing import Iterable
 from ..store.hashcache import HashCache
 from . import supervise, sync, transfer
 from .channel import inside
+from .viewwatch import ViewWatch
 
 VIEW = "view"
 """Where a kept view's plan is staged, under the attempt's incoming directory."""
@@ -27,6 +28,8 @@ class Move:
     held: sync.Held | None
     """What the environment keeps of the view; None: it gets a fresh copy."""
     cache: HashCache
+    views: ViewWatch | None = None
+    """hoh's side of the view, listed for what changed (`viewwatch.py`); None: listed whole."""
     wanted: dict[str, sync.Entry] = field(default_factory=dict)
     moved_in: int = 0
     """Bytes of the role's view sent in."""
@@ -37,8 +40,8 @@ class Move:
         if self.held is None:
             self.moved_in = transfer.stage(self.roots, self.hidden, staging)
             return [str(r) for r in self.roots if len(r.parts) > 2]
-        self.wanted, self.moved_in = sync.plan(self.roots, self.hidden, self.held, self.cache,
-                                               staging / VIEW)
+        listed = self.views.entries(self.roots, self.hidden) if self.views is not None else None
+        self.wanted, self.moved_in = sync.plan(self.roots, self.hidden, self.held, self.cache, staging / VIEW, listed)
         return []
 
     def place_args(self) -> list[str] | None:

@@ -27,6 +27,7 @@ from ..store.hashcache import HashCache
 from ..store.journal import Journal, RunHistory
 from .executor import RoleEnvironment
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, preflight
+from .viewwatch import ViewWatch
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -55,6 +56,8 @@ class Environments:
         self._roles: dict[str, RoleEnvironment] = {}
         self.cache = HashCache()
         """File hashes by stat, for every role's environment of the session."""
+        self.views = ViewWatch(self.cache)
+        """hoh's side of every role's view, followed by the kernel (`viewwatch.py`)."""
         self.given = None if self.local else GIVEN.get()
 
     @property
@@ -92,6 +95,7 @@ class Environments:
             made = make(spec, self.loop, self.adapters[role], bounds, self._started,
                         env=given.env if given is not None else None, warn=self.warn, record=self.journal.append)
             made.cache = self.cache  # the roles' views are mostly the same files: hashed and held once
+            made.views = self.views
             self._roles[role] = made
         return self._roles[role]
 
@@ -131,6 +135,7 @@ class Environments:
         """Stop every environment this session started (at once: a Docker stop takes ~10 s)."""
         started = [env for env in self._roles.values() if env.env is not None and env.owned]
         self._roles.clear()
+        self.views.close()
         if started:
             self._stop(started, orphan=False)
         if self._loop is not None:

@@ -87,11 +87,12 @@ def view(roots: Iterable[Path], hidden: Iterable[Path], cache: HashCache) -> Ite
 
 
 def plan(roots: list[Path], hidden: Iterable[Path], held: Held, cache: HashCache,
-         staging: Path) -> tuple[dict[str, Entry], int]:
+         staging: Path, wanted: dict[str, Entry] | None = None) -> tuple[dict[str, Entry], int]:
     """Stage what the environment lacks of the view (`staging/plan.json`, files as `staging/files/N`): every
-    entry that differs from what it holds, and every held path the view no longer has. Returns the view and the
-    bytes staged."""
-    wanted = dict(view(roots, hidden, cache))
+    entry that differs from what it holds, and every held path the view no longer has. `wanted`: the view as
+    listed already (`viewwatch.py`). Returns the view and the bytes staged."""
+    if wanted is None:
+        wanted = dict(view(roots, hidden, cache))
     (staging / "files").mkdir(parents=True, exist_ok=True)
     count, moved = 0, 0
     believed, known = held.digest != "-", held.entries

@@ -324,7 +324,7 @@ class Runtime:
         if done := self.history.done(t, "developer"):
             return read_developer(lp.developer) if done.status == "ok" else None
         self.repo.reset_to(base)
-        self.feed.arm(jailed=self.config.jailed_here)
+        self.feed.arm(jailed=self.config.roles_apart)
         if not self.config.mechanisms.warm_start:
             self.repo.empty_worktree()
         self.repo.clean_at = None  # the Developer writes the project

@@ -66,8 +66,10 @@ class ProjectFeed:
     - a full queue (IN_Q_OVERFLOW), a watch that could not be added or a read that failed make the feed
       say so, and the caller scans the whole tree."""
 
-    def __init__(self, root: Path, inotify: Any, flags: Any, outside: tuple[str, ...]):
+    def __init__(self, root: Path, inotify: Any, flags: Any, outside: tuple[str, ...], with_git: bool = False):
         self.root, self._inotify, self._flags, self.outside = root, inotify, flags, outside
+        self._own_git = "" if with_git else ".git"
+        """The top `.git` left unwatched: the project's repository, hoh's (none for `with_git`)."""
         self._mask = 0
         for name in _MASK_NAMES:
             self._mask |= getattr(flags, name)
@@ -82,13 +84,14 @@ class ProjectFeed:
         self.failed: ScanReason | None = None
 
     @classmethod
-    def start(cls, root: Path, outside: tuple[str, ...] = ()) -> "ProjectFeed | ScanReason":
+    def start(cls, root: Path, outside: tuple[str, ...] = (), with_git: bool = False) -> "ProjectFeed | ScanReason":
+        """`with_git`: the top `.git` is watched like any other directory (a tree that is not hoh's project)."""
         try:
             from inotify_simple import INotify, flags
             inotify = INotify(nonblocking=True)  # not inheritable: no role gets the descriptor
         except (ImportError, OSError, AttributeError):
             return ScanReason.feed_unavailable
-        feed = cls(root, inotify, flags, outside)
+        feed = cls(root, inotify, flags, outside, with_git)
         if not feed._watch_all():
             feed.close()
             return ScanReason.feed_unavailable
@@ -105,7 +108,7 @@ class ProjectFeed:
             except OSError:
                 return False  # e.g. fs.inotify.max_user_watches reached, or a directory hoh cannot read
             for entry in entries:
-                if entry.is_dir(follow_symlinks=False) and not (not rel and entry.name == ".git") \
+                if entry.is_dir(follow_symlinks=False) and not (not rel and entry.name == self._own_git) \
                         and not self._outside(rel + entry.name):
                     stack.append((entry.path, f"{rel}{entry.name}/"))
         return True
@@ -125,7 +128,7 @@ class ProjectFeed:
             if base is None or not event.name:
                 continue  # the watched directory itself (DELETE_SELF, IGNORED): its parent reports it by name
             path = base + event.name
-            if self._outside(path) or path == ".git":
+            if self._outside(path) or path == self._own_git:
                 continue  # the workspace itself, or the project's repository: hoh's, hidden from every role
             self._paths.add(path)
             if event.mask & f.ISDIR:
@@ -225,8 +228,9 @@ class FreezeFeed:
         """Start watching, with the work tree equal to the index (right after `reset_to`), or go on with a feed
         that has watched since the work tree last equalled the index (the last freeze): what changed since,
         hoh's own reset included, is all reported, which is more than enough. `jailed`: the Developer runs in
-        this machine's jail, so nothing of it outlives its attempt and no mount of it reaches the tree;
-        otherwise the freeze scans the whole tree."""
+        this machine's jail, so nothing of it outlives its attempt and no mount of it reaches the tree, or in an
+        environment, whose changes reach the tree only through hoh's copy-back (`envs/sync.apply`: names made,
+        written, renamed and removed in the tree's own directories); otherwise the freeze scans the whole tree."""
         try:
             lines = self.history.outside_file.read_text().split()
         except OSError:
