@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import DEMO
-from harbor_env import BASE_IMAGE, harbor  # noqa: F401 - harbor is a fixture
+from harbor_env import BASE_IMAGE, harbor, journal  # noqa: F401 - harbor is a fixture
 
 from hoh import api
 from hoh.config import HohConfig
@@ -89,6 +89,11 @@ def test_a_real_cli_installed_by_hoh_builds_in_docker_as_it_does_locally(name, h
     sent = {v for r in requests for k, v in r["headers"].items() if k == "authorization"}
     assert sent == {f"<redacted len={len('Bearer ' + SENTINEL)}>"}
     assert containers(tmp_path) == []  # every environment stopped and deleted
+    # hoh's install and its --version check leave nothing the checks between attempts take for a role's
+    # tampering: one environment per role, none replaced (a CLI writing under the image's HOME once made it 23).
+    events = journal(tmp_path / "env")
+    assert len([e for e in events if e["event"] == "environment_started"]) == 3
+    assert not [e for e in events if e["event"] == "environment_tampered" and e["changes"]]
 
 
 def test_a_cli_that_cannot_be_installed_is_one_line_exit_2_and_no_workspace(harbor, tmp_path):

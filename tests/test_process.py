@@ -89,9 +89,9 @@ def test_an_agent_never_outlives_a_killed_hoh(make_project, sandbox):
     p = make_project(script)
     # The idle timeout leaves time to kill hoh before hoh itself kills the hung agent, on a loaded machine too.
     hoh = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-H", "scripted", "-w", str(p.ws), "-q",
-                            "--loops", "1", "--set", "timeouts.idle_seconds=10", "--set", f"sandbox.mode={sandbox}"],
+                            "--loops", "1", "--set", "timeouts.idle_seconds=30", "--set", f"sandbox.mode={sandbox}"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
+    deadline = time.time() + 60
     agent = None
     while agent is None and time.time() < deadline:
         time.sleep(0.1)
@@ -102,7 +102,7 @@ def test_an_agent_never_outlives_a_killed_hoh(make_project, sandbox):
     hoh.wait()
     from hoh import api
     if sandbox == "bwrap":
-        deadline = time.time() + 5
+        deadline = time.time() + 30
         while alive(agent["pid"]) and time.time() < deadline:
             time.sleep(0.1)
         assert not alive(agent["pid"])  # the jail went with hoh, and everything in it

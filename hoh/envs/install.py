@@ -113,6 +113,16 @@ def scripted_site(into: Path) -> None:
     shutil.copytree(Path(yaml.__file__).parent, into / "yaml", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
 
 
+def away_from_home(command: str) -> str:
+    """`command` with a HOME of its own under /tmp, removed after: a CLI asked only its version may still write
+    its caches and settings under HOME (OpenCode makes ~/.cache, ~/.config and ~/.local/share/opencode), and
+    the image's HOME is outside every path a role may write, so the checks between attempts would take what
+    hoh's own probe wrote for a role's tampering and replace the environment, which installs the CLI again."""
+    return ('_hoh_home=$(mktemp -d /tmp/hoh-home.XXXXXX) || exit 3; '
+            f'_hoh_out=$(HOME="$_hoh_home" sh -c {shlex.quote(command)}); _hoh_code=$?; '
+            'rm -rf "$_hoh_home"; printf "%s\\n" "$_hoh_out"; exit $_hoh_code')
+
+
 async def _run(env: "BaseEnvironment", command: str, timeout: int = 120) -> tuple[int, str]:
     result = await env.exec(command, timeout_sec=timeout)
     return result.return_code, ((result.stdout or "") + (result.stderr or "")).strip()
@@ -169,7 +179,8 @@ async def install_cli(env: "BaseEnvironment", adapter: "HarnessAdapter") -> Prog
                                          f"image; add it to the image ({caps.install_hint})")
         return {}
     exe, pinned = caps.executable, node.parse_version(caps.tested_version or "")
-    code, output = await _run(env, PROBE.format(bundles=" ".join(CA_BUNDLES), path=IMAGE_PATH, exe=shlex.quote(exe)))
+    code, output = await _run(env, away_from_home(PROBE.format(bundles=" ".join(CA_BUNDLES), path=IMAGE_PATH,
+                                                                exe=shlex.quote(exe))))
     facts = ImageFacts.parse(output)
     if code != 0 or facts.machine == "unknown":
         raise EnvironmentUnavailable(f"{adapter.name}: the environment's shell did not answer hoh's probe "
@@ -246,7 +257,8 @@ async def _verify(env: "BaseEnvironment", adapter: "HarnessAdapter", exe: str, p
                   programs: list[str]) -> None:
     """The uploads made executable, then the CLI must report the pinned version from its shim."""
     modes = " ".join(shlex.quote(p) for p in programs)
-    code, output = await _run(env, f"chmod 755 {modes} && PATH={BIN}:{IMAGE_PATH} {shlex.quote(exe)} --version 2>&1")
+    code, output = await _run(env, away_from_home(f"chmod 755 {modes} && PATH={BIN}:{IMAGE_PATH} {shlex.quote(exe)} "
+                                                  "--version 2>&1"))
     version = node.parse_version(output)
     if code != 0 or (pinned is not None and version != pinned):
         why = _last_line(output) if code != 0 else f"it reports {output.strip()[:80]!r}"
