@@ -78,6 +78,10 @@ def test_the_demo_in_docker_gives_the_local_candidates_and_leaves_no_container(h
     # Nothing of a role writes the project here but hoh's copy-back, which the kernel's feed follows: neither the
     # freeze nor any guard scanned a whole tree.
     assert [e for e in events if e["event"] == "full_scan"] == []
+    # The Developer's environment was readied while the Planner ran: its start is journaled before the Planner's
+    # first attempt ended (the Runtime starts only the first role's before the run).
+    seq = {(e["event"], e.get("role")): e["seq"] for e in reversed(events)}  # each one's first
+    assert seq[("environment_started", "developer")] < seq[("attempt_finished", "planner")]
 
 
 def slow_developer(seconds: float, loops: int = 2) -> dict[str, Any]:
@@ -111,8 +115,20 @@ def running_role(ws: Path, role: str, loop: int = 1) -> str | None:
     return names[0] if probe.returncode == 0 else None
 
 
+def paused_role(ws: Path, role: str) -> str | None:
+    """The role's container, once its engine holds it paused (while another role runs: hoh/envs/idle.py)."""
+    session = next((e["session_id"] for e in journal(ws) if e["event"] == "environment_started" and e["role"] == role),
+                   None)
+    names = [n for n in containers() if session is not None and session in n]
+    if not names:
+        return None
+    state = subprocess.run(["docker", "inspect", "-f", "{{.State.Paused}}", names[0]], capture_output=True, text=True,
+                           timeout=60)
+    return names[0] if state.stdout.strip() == "true" else None
+
+
 def test_kill_9_during_a_docker_role_then_resume_gives_the_same_candidates_and_no_orphan(harbor, tmp_path):
-    script = slow_developer(6)
+    script = slow_developer(15)
     reference = write_project(tmp_path / "ref", script)
     local = run_hoh("build", reference, "--loops", "2", "-w", tmp_path / "ref" / "ws", "-q")
     assert local.returncode == 0, local.stderr
@@ -121,6 +137,9 @@ def test_kill_9_during_a_docker_role_then_resume_gives_the_same_candidates_and_n
     proc = harbor.hoh_async("build", spec, "--harness", "scripted", "--loops", "2", "-w", ws, "-q", *ENV)
     try:
         container = wait_for(lambda: running_role(ws, "developer"), 180, "the developer's CLI in its container")
+        # The Planner's environment is paused while the Developer runs: the resume stops it as it is.
+        wait_for(lambda: paused_role(ws, "planner"), 60, "the planner's container paused")
+        assert running_role(ws, "developer") == container
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -197,7 +197,7 @@ def running_role(ws: Path, role: str) -> str | None:
 def test_kill_9_during_a_podman_role_then_resume_stops_the_orphan_and_gives_the_same_candidates(podman_harbor,
                                                                                                  tmp_path):
     script = mini_script(2)
-    script["loops"][1]["developer"]["actions"].insert(0, {"sleep": 8})
+    script["loops"][1]["developer"]["actions"].insert(0, {"sleep": 15})
     for name in ("ref", "p"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "spec.md").write_text("# Greeter\n\nPrint a greeting.\n")
@@ -213,6 +213,16 @@ def test_kill_9_during_a_podman_role_then_resume_stops_the_orphan_and_gives_the_
             container = running_role(ws, "developer")
             time.sleep(0.3)
         assert container, "the developer's CLI never ran in its container"
+        # The Planner's container is paused while the Developer runs (a paused one is what podman-compose's down
+        # refuses: the resume must thaw it to stop it).
+        planner = next(e["session_id"] for e in journal(ws) if e["event"] == "environment_started"
+                       and e["role"] == "planner")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not [c for c in containers()
+                                                   if planner in c["name"] and c["state"] == "paused"]:
+            time.sleep(0.3)
+        assert [c for c in containers() if planner in c["name"] and c["state"] == "paused"], containers()
+        assert running_role(ws, "developer") == container
         proc.kill()
         proc.wait(timeout=30)
         assert container in [c["name"] for c in containers()], "the killed run's container is there before the resume"
@@ -224,6 +234,7 @@ def test_kill_9_during_a_podman_role_then_resume_stops_the_orphan_and_gives_the_
         assert len(orphans) >= 1 and not any(e.get("error") for e in orphans), orphans
         assert of_sessions([c["name"] for c in containers()], sessions(ws)) == []
         assert of_sessions(networks(), sessions(ws)) == []
+        assert podman("image", "exists", BASE_IMAGE).returncode == 0, f"the stops removed {BASE_IMAGE}"
     finally:
         for p in (proc, local):
             if p.poll() is None:

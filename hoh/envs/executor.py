@@ -43,6 +43,7 @@ from .batch import run_batch
 from .channel import pack, usable
 from .gateway import through_gateway
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, unscoped
+from .idle import CANNOT_PAUSE, CANNOT_THAW, Idle, set_paused, thawed
 from .install import FORWARDER, SITE, Programs, gateway_of, install_forwarder, install_harness, stage_programs
 from .moving import Move
 from .viewwatch import ViewWatch
@@ -108,6 +109,12 @@ class RoleEnvironment(Executor):
         self.views: ViewWatch | None = None
         """hoh's side of the views kept there, followed by the kernel (`viewwatch.py`); None: listed whole."""
         self.runs = 0
+        self.idle = Idle()
+        """Paused while the other roles run (`idle.py`)."""
+        self.on_attempt: Callable[[str], None] | None = None
+        """Told the role when an attempt is about to run here (`idle.Ahead.turn_of`)."""
+        self._failed: BaseException | None = None
+        """What its start made ahead raised: raised again when its role starts it."""
         self._lock = threading.Lock()
         """Developers working at once (`runtime/packages.py`) share their role's environment: it starts once, and
         each attempt gets its own number (its own streams dir inside)."""
@@ -115,10 +122,48 @@ class RoleEnvironment(Executor):
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         with self._lock:
+            failed, self._failed = self._failed, None
+            if failed is not None:
+                raise failed
             self._start()
+
+    def ready_ahead(self) -> None:
+        """Started, or thawed, before its role's turn (in `idle.Ahead`'s thread): what failed is raised when the
+        role starts it itself, never here."""
+        try:
+            self.start()
+        except BaseException as err:  # noqa: BLE001 - kept for the role's own start, which raises it
+            with self._lock:
+                self._failed = err
+
+    def pause(self) -> None:
+        """Paused while the other roles run, where its engine can (`idle.py`); never under an attempt or a batch."""
+        with self._lock:
+            env, container = self.env, self.container
+            if not self.ready or not self.owned or env is None or container is None or not self.idle.may_pause():
+                return
+            try:
+                self._run(set_paused(env, container, True), verify.TIMEOUT)
+            except (OSError, TimeoutError) as err:
+                self.idle.can = False
+                self.warn(CANNOT_PAUSE.format(name=self.spec.name, role=self.spec.role, why=one_line(err)))
+                return
+            self.idle.paused = True
+
+    def _thaw(self) -> None:
+        """Resumed before hoh uses it; one that does not resume is replaced by a fresh one (journaled)."""
+        assert self.env is not None and self.container is not None
+        try:
+            self._run(set_paused(self.env, self.container, False), verify.TIMEOUT)
+            self.idle.paused = False
+        except (OSError, TimeoutError) as err:
+            self.warn(CANNOT_THAW.format(name=self.spec.name, role=self.spec.role, why=one_line(err)))
+            self._replace()
 
     def _start(self) -> None:
         if self.ready:
+            if self.idle.paused:
+                self._thaw()
             return
         if self.env is None:
             self.on_start(self.spec)
@@ -204,8 +249,8 @@ class RoleEnvironment(Executor):
     async def stopped(self, keep_socket: bool = False) -> str | None:
         """Stop and delete it, if it is hoh's (on the event loop); the error as one line when that failed.
         `keep_socket`: its proxy's directory stays, for the fresh environment that replaces it."""
-        env, self.env, self.ready, self.gateway, self.container = self.env, None, False, None, None
-        self.watch = None
+        env, self.env, self.ready, self.gateway, container = self.env, None, False, None, self.container
+        self.watch, self.container, paused, self.idle.paused = None, None, self.idle.paused, False
         self.held, self._asked = None, None
         if self.socket_dir is not None and not keep_socket:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
@@ -213,7 +258,9 @@ class RoleEnvironment(Executor):
         if env is None or not self.owned:
             return None
         try:
-            await asyncio.wait_for(env.stop(delete=True), STOP_TIMEOUT)
+            if paused or container is None:
+                await thawed(env, container, self.spec.session_id)
+            await asyncio.wait_for(env.stop(delete=not verify.keeps_images(env)), STOP_TIMEOUT)
         except Exception as err:  # noqa: BLE001 - reported in the journal; the run's own outcome stands
             return one_line(err)
         finally:
@@ -240,33 +287,44 @@ class RoleEnvironment(Executor):
 
     def execute(self, launch: Launch, request: RoleRequest, attempt_dir: Path,
                 on_spawn: Callable[[int], None] | None) -> Execution:
-        self.start()
-        self._check_between(attempt_dir)
-        self._verified.discard(attempt_dir)
-        with self._lock:
-            alone = self.inflight == 0 and self.owned
-            self.inflight += 1
-        try:
-            return self._execute(launch, request, attempt_dir, alone)
-        finally:
+        if self.on_attempt is not None:
+            self.on_attempt(self.spec.role)
+        return self._attempt(launch, request, attempt_dir)
+
+    def _attempt(self, launch: Launch, request: RoleRequest, attempt_dir: Path) -> Execution:
+        with self.idle.in_use(self._lock):
+            self.start()
+            self._check_between(attempt_dir)
+            self._verified.discard(attempt_dir)
             with self._lock:
-                self.inflight -= 1
+                alone = self.inflight == 0 and self.owned
+                self.inflight += 1
+            try:
+                return self._execute(launch, request, attempt_dir, alone)
+            finally:
+                with self._lock:
+                    self.inflight -= 1
 
     def execute_many(self, runs: Sequence[Queued], deadline: float | None = None) -> list[Execution | None]:
+        with self.idle.in_use(self._lock):
+            self.start()
+            return self._execute_many(runs, deadline)
+
+    def _execute_many(self, runs: Sequence[Queued], deadline: float | None) -> list[Execution | None]:
         done: list[Execution | None] = [None] * len(runs)
-        pending, idle = list(range(len(runs))), 0
+        pending, fruitless = list(range(len(runs))), 0
         # In one `exec` where that is sound; a batch that stopped (a run changed what the next would see) goes on
         # in another, once the view is put right (a batch that finds it changed runs nothing); what no batch
         # ran runs alone.
-        while len(pending) > 1 and idle < 2 and (deadline is None or time.monotonic() < deadline or not any(done)):
+        while len(pending) > 1 and fruitless < 2 and (deadline is None or time.monotonic() < deadline or not any(done)):
             ran = run_batch(self, [runs[i] for i in pending], deadline)
             for i, execution in zip(pending, ran):
                 done[i] = execution
-            idle = 0 if any(ran) else idle + 1
+            fruitless = 0 if any(ran) else fruitless + 1
             pending = [i for i in pending if done[i] is None]
         for i, run in enumerate(runs):
             if done[i] is None and (not i or deadline is None or time.monotonic() < deadline):
-                done[i] = self.execute(run.launch, run.request, run.attempt_dir, None)
+                done[i] = self._attempt(run.launch, run.request, run.attempt_dir)
         return done
 
     def _execute(self, launch: Launch, request: RoleRequest, attempt_dir: Path, alone: bool) -> Execution:

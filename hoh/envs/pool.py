@@ -1,6 +1,9 @@
 """The role environments of one Runtime session: one per role, started at its first attempt, all stopped
 when the session ends; and, when a session begins, the environments an earlier one left running.
 
+While a role runs, the next role's environment is started (or thawed) and the previous one's paused, where
+its engine can (`idle.py`).
+
 Every start is journaled before it happens (`EnvironmentStarted`) and every stop after (`EnvironmentStopped`),
 so after `kill -9` at any point the next session knows what to stop, and stops it before anything runs.
 
@@ -27,6 +30,7 @@ from ..store.hashcache import HashCache
 from ..store.journal import Journal, RunHistory
 from .executor import RoleEnvironment
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, preflight
+from .idle import Ahead
 from .viewwatch import ViewWatch
 
 if TYPE_CHECKING:
@@ -59,6 +63,9 @@ class Environments:
         self.views = ViewWatch(self.cache)
         """hoh's side of every role's view, followed by the kernel (`viewwatch.py`)."""
         self.given = None if self.local else GIVEN.get()
+        self.ahead = Ahead(self._roles.get, tuple(adapters)) \
+            if not self.local and self.given is None and config.mode != "developer_only" else None
+        """Readies the next role's environment and pauses the last one's; none for a Harbor trial's."""
 
     @property
     def loop(self) -> EventLoop:
@@ -96,6 +103,7 @@ class Environments:
                         env=given.env if given is not None else None, warn=self.warn, record=self.journal.append)
             made.cache = self.cache  # the roles' views are mostly the same files: hashed and held once
             made.views = self.views
+            made.on_attempt = self.ahead.turn_of if self.ahead is not None else None
             self._roles[role] = made
         return self._roles[role]
 
@@ -133,6 +141,8 @@ class Environments:
 
     def close(self) -> None:
         """Stop every environment this session started (at once: a Docker stop takes ~10 s)."""
+        if self.ahead is not None:
+            self.ahead.close()
         started = [env for env in self._roles.values() if env.env is not None and env.owned]
         self._roles.clear()
         self.views.close()

@@ -88,10 +88,23 @@ def _engine(env: "BaseEnvironment") -> tuple[str, ...]:
     return engine
 
 
+def keeps_images(env: "BaseEnvironment") -> bool:
+    """Whether its stop must keep its image: `podman-compose down --rmi local` (Harbor's stop with delete) removes
+    every `localhost/` image with --force, and with it every container of any session that uses it."""
+    engine = engine_of(env)
+    return engine is not None and Path(engine[0]).name == "podman"
+
+
+async def ask(env: "BaseEnvironment", *args: str) -> str:
+    """One call of the environment's engine (`docker ARGS`, `podman ARGS`); OSError with its words when it failed."""
+    return await _ask(_engine(env), *args)
+
+
 async def container_of(env: "BaseEnvironment", project: str) -> str:
     """The id of the environment's `main` container (asked once, when it has started); OSError when the engine
     lists none or several."""
-    found = (await _ask(_engine(env), "ps", "-q", "--filter", f"label=com.docker.compose.project={project}",
+    # -a: Podman lists a paused container only with it
+    found = (await _ask(_engine(env), "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}",
                         "--filter", "label=com.docker.compose.service=main")).split()
     if len(found) != 1:
         raise OSError(f"the engine lists {len(found)} containers for {project}")

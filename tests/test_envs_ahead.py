@@ -1,0 +1,96 @@
+"""The roles' environments between their turns (hoh/envs/idle.py), without an engine: which environment is
+readied and which paused at each role's turn, that nothing is paused under an attempt, and that a start made
+ahead that failed is said at the role's own start. The real pause, in Docker and Podman, is in the kill -9
+tests of test_envs.py and test_envs_podman.py; the readying ahead in the demo's journal (test_envs.py)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from hoh.envs.executor import RoleEnvironment
+from hoh.envs.harbor_env import EnvironmentSpec
+from hoh.envs.idle import Ahead, Idle, following
+from hoh.errors import EnvironmentUnavailable
+
+
+class Seen:
+    """A role's environment as `Ahead` drives it: what it was told, in order, across threads."""
+
+    def __init__(self, role: str, said: list[str], lock: threading.Lock):
+        self.role, self.said, self.lock = role, said, lock
+
+    def ready_ahead(self) -> None:
+        with self.lock:
+            self.said.append(f"ready {self.role}")
+
+    def pause(self) -> None:
+        with self.lock:
+            self.said.append(f"pause {self.role}")
+
+
+def test_each_turn_readies_the_next_role_and_pauses_the_last_one():
+    assert following("planner", ("planner", "developer", "qa")) == ("qa", "developer")
+    assert following("developer", ("planner", "developer", "qa")) == ("planner", "qa")
+    assert following("qa", ("qa", "planner", "developer")) == ("developer", "planner")
+    assert following("developer", ("developer",)) == (None, None)
+    said: list[str] = []
+    lock = threading.Lock()
+    envs = {role: Seen(role, said, lock) for role in ("planner", "developer", "qa")}
+    ahead = Ahead(envs.get, tuple(envs))
+    for role in ("planner", "developer", "qa"):
+        ahead.turn_of(role)
+        ahead.close()  # waits for this turn's work, so the order below is the turns' order
+        ahead.closed = False
+    assert sorted(said[0:2]) == ["pause qa", "ready developer"]
+    assert sorted(said[2:4]) == ["pause planner", "ready qa"]
+    assert sorted(said[4:6]) == ["pause developer", "ready planner"]
+    ahead.close()
+    ahead.turn_of("planner")  # closed: nothing more is started aside
+    assert len(said) == 6
+
+
+def test_a_two_role_run_never_pauses_the_role_it_readies():
+    said: list[str] = []
+    envs = {role: Seen(role, said, threading.Lock()) for role in ("planner", "developer")}
+    ahead = Ahead(envs.get, tuple(envs))
+    ahead.turn_of("planner")
+    ahead.close()
+    assert said == ["ready developer"]
+
+
+def test_an_environment_in_use_is_never_paused():
+    idle, lock = Idle(), threading.Lock()
+    assert idle.may_pause()
+    with idle.in_use(lock):
+        with idle.in_use(lock):
+            assert not idle.may_pause()
+        assert not idle.may_pause()
+    assert idle.may_pause()
+    idle.can = False  # its engine failed once: not asked again
+    assert not idle.may_pause()
+
+
+class FailsToStart(RoleEnvironment):
+    def __init__(self, tmp: Path):
+        spec = EnvironmentSpec(name="docker", role="developer", session_id="hoh-developer-x", dir=tmp, image=None,
+                               dockerfile=None, network=False)
+        super().__init__(spec, loop=None, adapter=None, bounds=(), on_start=lambda spec: None)  # type: ignore[arg-type]
+        self.tries = 0
+
+    def _start(self) -> None:
+        self.tries += 1
+        raise EnvironmentUnavailable("--env docker: the developer environment did not start: no image")
+
+
+def test_a_start_made_ahead_that_failed_is_said_at_the_role_s_own_start(tmp_path):
+    env = FailsToStart(tmp_path)
+    env.ready_ahead()  # in Ahead's thread: nothing raised there
+    assert env.tries == 1
+    with pytest.raises(EnvironmentUnavailable, match="did not start: no image"):
+        env.start()
+    assert env.tries == 1, "the failure made ahead is the role's, not a second start"
+    env.pause()  # never started: nothing to pause, nothing asked
+    assert not env.idle.paused
