@@ -19,16 +19,31 @@ from hoh.errors import EnvironmentUnavailable
 class Seen:
     """A role's environment as `Ahead` drives it: what it was told, in order, across threads."""
 
-    def __init__(self, role: str, said: list[str], lock: threading.Lock):
-        self.role, self.said, self.lock = role, said, lock
+    def __init__(self, role: str, said: list[str], told: threading.Condition):
+        self.role, self.said, self.told = role, said, told
+
+    def _say(self, what: str) -> None:
+        with self.told:
+            self.said.append(f"{what} {self.role}")
+            self.told.notify_all()
 
     def ready_ahead(self) -> None:
-        with self.lock:
-            self.said.append(f"ready {self.role}")
+        self._say("ready")
 
     def pause(self) -> None:
-        with self.lock:
-            self.said.append(f"pause {self.role}")
+        self._say("pause")
+
+
+def roles(*names: str) -> tuple[list[str], threading.Condition, dict[str, Seen]]:
+    said: list[str] = []
+    told = threading.Condition()
+    return said, told, {role: Seen(role, said, told) for role in names}
+
+
+def said_at_least(said: list[str], told: threading.Condition, count: int) -> list[str]:
+    with told:
+        assert told.wait_for(lambda: len(said) >= count, timeout=60), said
+        return list(said)
 
 
 def test_each_turn_readies_the_next_role_and_pauses_the_last_one():
@@ -36,14 +51,11 @@ def test_each_turn_readies_the_next_role_and_pauses_the_last_one():
     assert following("developer", ("planner", "developer", "qa")) == ("planner", "qa")
     assert following("qa", ("qa", "planner", "developer")) == ("developer", "planner")
     assert following("developer", ("developer",)) == (None, None)
-    said: list[str] = []
-    lock = threading.Lock()
-    envs = {role: Seen(role, said, lock) for role in ("planner", "developer", "qa")}
-    ahead = Ahead(envs.get, tuple(envs))
-    for role in ("planner", "developer", "qa"):
+    said, told, envs = roles("planner", "developer", "qa")
+    ahead = Ahead(envs.get, tuple(envs), pause_after=0.0)
+    for role, count in (("planner", 2), ("developer", 4), ("qa", 6)):
         ahead.turn_of(role)
-        ahead.close()  # waits for this turn's work, so the order below is the turns' order
-        ahead.closed = False
+        said_at_least(said, told, count)  # this turn's work done before the next turn
     assert sorted(said[0:2]) == ["pause qa", "ready developer"]
     assert sorted(said[2:4]) == ["pause planner", "ready qa"]
     assert sorted(said[4:6]) == ["pause developer", "ready planner"]
@@ -52,11 +64,21 @@ def test_each_turn_readies_the_next_role_and_pauses_the_last_one():
     assert len(said) == 6
 
 
+def test_a_role_whose_turn_comes_before_its_pause_is_due_is_never_paused():
+    said, told, envs = roles("planner", "developer", "qa")
+    ahead = Ahead(envs.get, tuple(envs), pause_after=3600.0)
+    ahead.turn_of("developer")  # the planner's pause is due in an hour
+    ahead.turn_of("qa")  # the planner is readied: its pause is cancelled
+    said_at_least(said, told, 2)
+    ahead.close()  # the developer's pause, still due, is cancelled with the session
+    assert sorted(said) == ["ready planner", "ready qa"]
+
+
 def test_a_two_role_run_never_pauses_the_role_it_readies():
-    said: list[str] = []
-    envs = {role: Seen(role, said, threading.Lock()) for role in ("planner", "developer")}
-    ahead = Ahead(envs.get, tuple(envs))
+    said, told, envs = roles("planner", "developer")
+    ahead = Ahead(envs.get, tuple(envs), pause_after=0.0)
     ahead.turn_of("planner")
+    said_at_least(said, told, 1)
     ahead.close()
     assert said == ["ready developer"]
 

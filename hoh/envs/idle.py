@@ -1,5 +1,6 @@
-"""A role's environment between its turns: paused while the other roles run, where its engine can, and thawed
-before hoh uses it again; the next role's environment readied while the current role runs (`Ahead`).
+"""A role's environment between its turns: paused once it has been idle a few seconds while the other roles run,
+where its engine can, and thawed before hoh uses it again; the next role's environment readied while the current
+role runs (`Ahead`).
 
 Docker and Podman pause a container with the cgroup freezer: its processes get no CPU, and its files, its
 memory and its engine's record of what changed stay as they were. So a pause changes nothing the checks between
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 
 ORDER = ("planner", "developer", "qa")
 """The roles' turns in a loop; after QA's checks the next loop's Planner."""
+PAUSE_AFTER = 5.0
+"""Seconds an environment stays idle before it is paused: a shorter gap costs more than it saves (a pause and a
+thaw are two engine calls, whose CPU is taken from the role that runs)."""
 CANNOT_PAUSE = ("--env {name}: the engine could not pause the {role} environment while the other roles ran "
                 "({why}); idle environments stay running")
 CANNOT_THAW = "--env {name}: the paused {role} environment did not resume ({why}); a fresh one replaces it"
@@ -81,37 +85,67 @@ def following(role: str, roles: Sequence[str]) -> tuple[str | None, str | None]:
 
 class Ahead:
     """Starts (or thaws) the next role's environment in a thread of its own while the current role runs, and
-    pauses the one whose turn is over. A start that failed there is said when that role starts it itself
-    (`RoleEnvironment.start` raises it again), never in the thread."""
+    pauses the one whose turn is over once it has stayed idle `pause_after` seconds. A start that failed there is
+    said when that role starts it itself (`RoleEnvironment.start` raises it again), never in the thread."""
 
-    def __init__(self, environment: Callable[[str], "RoleEnvironment | None"], roles: Sequence[str]):
-        self._environment, self._roles = environment, tuple(roles)
+    def __init__(self, environment: Callable[[str], "RoleEnvironment | None"], roles: Sequence[str],
+                 pause_after: float = PAUSE_AFTER):
+        self._environment, self._roles, self.pause_after = environment, tuple(roles), pause_after
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._pauses: dict[str, threading.Timer] = {}
+        """The pause due for each idle role's environment, cancelled when its turn comes first."""
         self.closed = False
 
     def turn_of(self, role: str) -> None:
         """`role`'s attempt is about to run there."""
         before, after = following(role, self._roles)
+        with self._lock:
+            for due in (role, after):
+                timer = self._pauses.pop(due, None) if due is not None else None
+                if timer is not None:
+                    timer.cancel()
         ahead = self._environment(after) if after is not None and after != role else None
         if ahead is not None:
             self._aside(f"ready-{after}", ahead.ready_ahead)
         done = self._environment(before) if before is not None and before not in (role, after) else None
         if done is not None:
-            self._aside(f"pause-{before}", done.pause)
+            self._later(before, done.pause)
+
+    def _later(self, role: str, pause: Callable[[], None]) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            timer = threading.Timer(self.pause_after, _quietly, args=(pause,))
+            timer.name, timer.daemon = f"hoh-envs-pause-{role}", True
+            old, self._pauses[role] = self._pauses.get(role), timer
+            if old is not None:
+                old.cancel()
+            timer.start()
 
     def _aside(self, name: str, work: Callable[[], None]) -> None:
         with self._lock:
             if self.closed:
                 return
             self._threads = [t for t in self._threads if t.is_alive()]
-            thread = threading.Thread(target=work, name=f"hoh-envs-{name}", daemon=True)
+            thread = threading.Thread(target=_quietly, args=(work,), name=f"hoh-envs-{name}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
     def close(self) -> None:
-        """No more work aside; waits for what is under way (a start must not race the session's stop)."""
+        """No more work aside: the pauses due are cancelled, and what is under way is waited for (a start or a
+        pause must not race the session's stop)."""
         with self._lock:
-            self.closed, threads = True, list(self._threads)
-        for thread in threads:
+            self.closed, threads, timers = True, list(self._threads), list(self._pauses.values())
+            self._pauses.clear()
+        for timer in timers:
+            timer.cancel()
+        for thread in (*threads, *timers):
             thread.join()
+
+
+def _quietly(work: Callable[[], None]) -> None:
+    try:
+        work()
+    except KeyboardInterrupt:
+        pass  # hoh is stopping at once (`EventLoop.interrupt`): the main thread says so, not this one
