@@ -114,10 +114,10 @@ class Harbor:
         return subprocess.run([str(self.exe.parent / "python"), "-m", "hoh", *map(str, args)], capture_output=True,
                               text=True, timeout=timeout, env={**self.env(), **(env or {})}, stdin=subprocess.DEVNULL)
 
-    def hoh_async(self, *args: Any) -> subprocess.Popen:
+    def hoh_async(self, *args: Any, env: dict[str, str] | None = None) -> subprocess.Popen:
         return subprocess.Popen([str(self.exe.parent / "python"), "-m", "hoh", *map(str, args)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(),
-                                stdin=subprocess.DEVNULL)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**self.env(), **(env or {})}, stdin=subprocess.DEVNULL)
 
     def cli(self, *args: Any, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([str(self.exe), *map(str, args)], capture_output=True, text=True, timeout=timeout,

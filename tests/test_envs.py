@@ -384,13 +384,51 @@ def test_hoh_replay_runs_the_checks_in_the_workspace_s_environment_unless_told_l
     assert built.returncode == 0, built.stderr
     assert [e["added"] for e in journal(ws) if e["event"] == "checks_admitted"] == [1]
     before = sorted((p.relative_to(ws).as_posix(), p.stat().st_mtime_ns) for p in ws.rglob("*") if p.is_file())
-    there = harbor.hoh("replay", "-w", ws, "--json")
+    tmp = tmp_path / "tmp"  # the replays' temporary directories: their containers are told apart by them
+    tmp.mkdir()
+    there = harbor.hoh("replay", "-w", ws, "--json", env={"TMPDIR": str(tmp)})
     assert there.returncode == 0, there.stderr
     assert json.loads(there.stdout)["environment"] == "docker"
     assert [r["status"] for r in json.loads(there.stdout)["results"]] == ["passed"]
-    here = harbor.hoh("replay", "-w", ws, "--json", "--env", "local")
+    here = harbor.hoh("replay", "-w", ws, "--json", "--env", "local", env={"TMPDIR": str(tmp)})
     assert here.returncode == 1, here.stderr
     assert [r["status"] for r in json.loads(here.stdout)["results"]] == ["failed"]
     after = sorted((p.relative_to(ws).as_posix(), p.stat().st_mtime_ns) for p in ws.rglob("*") if p.is_file())
     assert after == before
-    assert not [name for name in containers() if "hoh-replay-" in name]
+    assert replay_containers(tmp) == []
+
+
+def replay_containers(under: Path) -> list[str]:
+    """The containers (running or not) of the replays whose temporary directories are under `under`."""
+    out = subprocess.run(["docker", "ps", "-a", "--format",
+                          '{{.Names}} {{.Label "com.docker.compose.project.working_dir"}}'],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return [line.split()[0] for line in out.splitlines() if f" {under}/" in line]
+
+
+def test_a_killed_replay_s_container_is_stopped_by_the_next_replay(harbor, tmp_path):
+    """`hoh replay` journals nothing in the workspace it only reads: its QA environment's record is in its own
+    temporary directory, so after a kill -9 the next replay finds it and stops it."""
+    script = mini_script(1)
+    script["loops"][1]["qa"]["checks"] = [{"id": "T1.A1", "run": "sleep 5", "attach": {"command": "sleep 5"}}]
+    spec = write_project(tmp_path, script)
+    ws, tmp = tmp_path / "ws", tmp_path / "tmp"
+    tmp.mkdir()
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV)
+    assert built.returncode == 0, built.stderr
+    proc = harbor.hoh_async("replay", "-w", ws, "--json", env={"TMPDIR": str(tmp)})
+    try:
+        left = wait_for(lambda: replay_containers(tmp), 300, "the replay's QA container")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    abandoned = list(tmp.glob("hoh-past-replay-*"))
+    assert len(abandoned) == 1 and (abandoned[0] / "owner.json").is_file()
+    assert wait_for(lambda: set(left) <= set(replay_containers(tmp)) or None, 60, "the container after the kill")
+    again = harbor.hoh("replay", "-w", ws, "--json", env={"TMPDIR": str(tmp)})
+    assert again.returncode == 0, again.stderr
+    assert [r["status"] for r in json.loads(again.stdout)["results"]] == ["passed"]
+    assert replay_containers(tmp) == [] and list(tmp.glob("hoh-past-replay-*")) == []
+

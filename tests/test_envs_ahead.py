@@ -1,7 +1,8 @@
 """The roles' environments between their turns (hoh/envs/idle.py), without an engine: which environment is
 readied and which paused at each role's turn, that nothing is paused under an attempt, and that a start made
 ahead that failed is said at the role's own start. The real pause, in Docker and Podman, is in the kill -9
-tests of test_envs.py and test_envs_podman.py; the readying ahead in the demo's journal (test_envs.py)."""
+tests of test_envs.py and test_envs_podman.py; the readying ahead in the demo's journal (test_envs.py). And which
+leftovers of a killed `hoh replay` the next one stops (in Docker: test_envs.py)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,34 @@ def test_a_start_made_ahead_that_failed_is_said_at_the_role_s_own_start(tmp_path
     assert env.tries == 1, "the failure made ahead is the role's, not a second start"
     env.pause()  # never started: nothing to pause, nothing asked
     assert not env.idle.paused
+
+
+def test_only_this_user_s_own_killed_replays_are_stopped(tmp_path, monkeypatch):
+    """`hoh replay`'s leftovers are found in the temporary directory, where anyone may write: a record in a
+    directory others can read, one naming a project that is not a replay's, and one whose replay still runs
+    make hoh stop nothing."""
+    import json
+    import os
+
+    from hoh.envs import pool
+    from hoh.harness.process import start_ticks
+    made: list[str] = []
+    monkeypatch.setattr(pool.EnvironmentSpec, "make", lambda spec, socket_dir=None: made.append(spec.session_id))
+
+    def scratch(name: str, mode: int, **record) -> Path:
+        where = tmp_path / f"{pool.REPLAY_SCRATCH}{name}"
+        where.mkdir(mode=mode)
+        where.chmod(mode)
+        (where / pool.OWNER).write_text(json.dumps({"pid": 1, "ticks": 0, "environment": "docker",
+                                                    "session_id": "hoh-replay-0123456789", **record}))
+        return where
+
+    scratch("open", 0o755)
+    scratch("victim", 0o700, session_id="someone-elses-project")
+    scratch("live", 0o700, pid=os.getpid(), ticks=start_ticks(os.getpid()))
+    scratch("unknown", 0o700, ticks=None)
+    pool.stop_abandoned(tmp_path, adapter=None)  # type: ignore[arg-type]
+    assert made == []
+    scratch("killed", 0o700)  # pid 1 never started at tick 0: its replay is gone
+    pool.stop_abandoned(tmp_path, adapter=None)  # type: ignore[arg-type]
+    assert made == ["hoh-replay-0123456789"]

@@ -6,6 +6,8 @@ its engine can (`idle.py`).
 
 Every start is journaled before it happens (`EnvironmentStarted`) and every stop after (`EnvironmentStopped`),
 so after `kill -9` at any point the next session knows what to stop, and stops it before anything runs.
+`hoh replay` only reads its workspace: its QA environment's record is in its own temporary directory
+(`detached`), where the next replay or session finds it after a kill -9 (`stop_abandoned`).
 
 `GIVEN` (a context variable) hands every role of the sessions opened in its context one environment that
 someone else started and stops (a Harbor trial's, see hoh/harbor/): nothing is started, journaled or stopped
@@ -15,6 +17,11 @@ for it, and its coroutines run on its owner's loop.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import shutil
+import tempfile
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -22,8 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..config import HohConfig
+from ..fsutil import atomic_write_json
 from ..harness.base import HarnessAdapter
 from ..harness.executor import LOCAL, Executor
+from ..harness.process import start_ticks
 from ..paths import WorkspacePaths
 from ..store import events as ev
 from ..store.hashcache import HashCache
@@ -120,7 +129,10 @@ class Environments:
         self.journal.append(ev.EnvironmentStarted(role=spec.role, environment=spec.name, session_id=spec.session_id))
 
     def stop_orphans(self, history: RunHistory) -> None:
-        """Stop what an earlier session started and never stopped (it was killed), before anything runs."""
+        """Stop what an earlier session started and never stopped (it was killed), before anything runs; and what
+        a killed `hoh replay` of this user's left (`stop_abandoned`)."""
+        if self.given is None and not self.local and "qa" in self.adapters:
+            stop_abandoned(Path(tempfile.gettempdir()), self.adapters["qa"])
         leftovers = list(history.live_environments.values())
         if not leftovers or self.given is not None:
             return
@@ -178,14 +190,23 @@ def role_spec(config: HohConfig, root: Path, role: str, where: Path, network: bo
                            kwargs=tuple(sorted(settings.kwargs.items())))
 
 
+REPLAY_SCRATCH = "hoh-past-replay-"
+"""`hoh replay`'s temporary directories (`runtime/replaying.py`), each with its QA environment's files."""
+OWNER = "owner.json"
+REPLAY_SESSION = re.compile(r"hoh-replay-[0-9a-f]{10}")
+
+
 def detached(config: HohConfig, root: Path, scratch: Path, adapter: HarnessAdapter,
              warn: Callable[[str], None] = lambda message: None) -> RoleEnvironment:
     """QA's environment for checks run outside any run (`hoh replay`): the workspace (`root`) is only read, so
-    nothing is journaled; its files, and the views it may hold, are under `scratch`. It has no network (no egress
-    proxy runs outside a run). The caller stops it (`stop_detached`)."""
+    nothing is journaled there; its files, the views it may hold and the record of who started it (`OWNER`,
+    written before the start, so that the next replay or run stops it after a kill -9: `stop_abandoned`) are
+    under `scratch`. It has no network (no egress proxy runs outside a run). The caller stops it
+    (`stop_detached`)."""
     preflight(config.environment)
+    stop_abandoned(scratch.parent, adapter)
     spec = role_spec(config, root, "qa", scratch / f"hoh-replay-{uuid.uuid4().hex[:10]}", network=False)
-    return RoleEnvironment(spec, EventLoop(), adapter, (scratch,), lambda started: None, warn=warn)
+    return RoleEnvironment(spec, EventLoop(), adapter, (scratch,), lambda started: _own(scratch, started), warn=warn)
 
 
 def stop_detached(env: RoleEnvironment) -> str | None:
@@ -194,3 +215,38 @@ def stop_detached(env: RoleEnvironment) -> str | None:
         return env.loop.run(env.stopped())
     finally:
         env.loop.close()
+
+
+def _own(scratch: Path, spec: EnvironmentSpec) -> None:
+    me = os.getpid()
+    atomic_write_json(scratch / OWNER, {"pid": me, "ticks": start_ticks(me), "environment": spec.name,
+                                        "session_id": spec.session_id, "image": spec.image,
+                                        "kwargs": dict(spec.kwargs)})
+
+
+def stop_abandoned(tmp: Path, adapter: HarnessAdapter) -> None:
+    """Stop the environments of the `hoh replay`s under `tmp` that were killed (their process is gone), and remove
+    their directories. Only this user's own private directories count, with a session name of hoh's inside
+    them: anyone can write to /tmp, and a planted record must not make hoh stop another project."""
+    for scratch in sorted(tmp.glob(f"{REPLAY_SCRATCH}*")):
+        try:
+            st = scratch.lstat()
+            if not scratch.is_dir() or scratch.is_symlink() or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                continue
+            record = json.loads((scratch / OWNER).read_text())
+            pid, ticks, session = int(record["pid"]), record["ticks"], str(record["session_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not REPLAY_SESSION.fullmatch(session) or ticks is None or start_ticks(pid) == ticks:
+            continue  # not hoh's, or its replay still runs (or no one can tell)
+        spec = EnvironmentSpec(name=str(record["environment"]), role="qa", session_id=session, dir=scratch / session,
+                               image=record.get("image"), dockerfile=None, network=False,
+                               kwargs=tuple(sorted(dict(record.get("kwargs") or {}).items())))
+        left = RoleEnvironment(spec, EventLoop(), adapter, (scratch,), lambda started: None)
+        try:
+            left.env = spec.make()
+            if stop_detached(left) is not None:
+                continue  # kept for the next one to try again
+        except Exception:  # noqa: BLE001 - a leftover that cannot be stopped must not block this one
+            continue
+        shutil.rmtree(scratch, ignore_errors=True)
