@@ -12,6 +12,7 @@ from .store.journal import Journal, RunHistory
 
 if TYPE_CHECKING:
     from .config import HohConfig
+    from .envs.pool import Given
     from .runtime.loop import Notify, RunReport
 
 # The Runtime (prompts, schemas, adapters) is imported by build and resume only, and the config's pydantic
@@ -20,9 +21,10 @@ if TYPE_CHECKING:
 
 
 def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False,
-          notify: Notify | None = None, project: Path | None = None) -> RunReport:
+          notify: Notify | None = None, project: Path | None = None, given: Given | None = None) -> RunReport:
     """Create a workspace for `spec` and run `config.loops` loops in it. With `project`, an existing
-    directory (with or without files or its own git history) is the project: its content is A_0."""
+    directory (with or without files or its own git history) is the project: its content is A_0. `given`:
+    the environment every role runs in, someone else's (a Harbor trial's: `hoh/harbor/agent.py`)."""
     from .runtime.loop import Runtime
     from .runtime.setup import prepare_adapters, role_adapters
     from .store.workspace import create_workspace
@@ -38,7 +40,7 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
     # The workspace's config is the frozen one (the scripted agent's script is its copy in the
     # workspace); the CLIs behind it were checked above.
     try:
-        with Runtime.open(ws, notify, role_adapters(ws.config)) as runtime:
+        with Runtime.open(ws, notify, role_adapters(ws.config), given=given) as runtime:
             return runtime.run(config.loops)
     except EnvironmentUnavailable:
         # The first role's environment did not start (an image that is not there, a CLI missing in it):

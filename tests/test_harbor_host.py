@@ -12,7 +12,7 @@ import pytest
 
 from hoh.config import HohConfig
 from hoh.envs.harbor_env import EventLoop
-from hoh.envs.pool import GIVEN, Environments, Given
+from hoh.envs.pool import Environments, Given
 from hoh.harness.executor import LOCAL
 from hoh.harness.registry import create
 from hoh.paths import WorkspacePaths
@@ -119,11 +119,7 @@ def test_a_given_environment_serves_every_role_and_is_never_started_or_stopped_b
     env = object()
     with Foreign() as loop:
         events = EventLoop(loop)
-        token = GIVEN.set(Given(env, events))  # type: ignore[arg-type]
-        try:
-            pool = Environments(config, paths, Journal(), adapters)  # type: ignore[arg-type]
-        finally:
-            GIVEN.reset(token)
+        pool = Environments(config, paths, Journal(), adapters, given=Given(env, events))  # type: ignore[arg-type]
         pool.check()  # no preflight: the environment runs already
         executors = pool.executors()
         assert {e.env for e in executors.values()} == {env} and not any(e.owned for e in executors.values())

@@ -9,9 +9,9 @@ so after `kill -9` at any point the next session knows what to stop, and stops i
 `hoh replay` only reads its workspace: its QA environment's record is in its own temporary directory
 (`detached`), where the next replay or session finds it after a kill -9 (`stop_abandoned`).
 
-`GIVEN` (a context variable) hands every role of the sessions opened in its context one environment that
-someone else started and stops (a Harbor trial's, see hoh/harbor/): nothing is started, journaled or stopped
-for it, and its coroutines run on its owner's loop.
+A `Given` environment, passed to the session (`Runtime.open`), is one that someone else started and stops
+(a Harbor trial's, see hoh/harbor/), for every role: nothing is started, journaled or stopped for it, and its
+coroutines run on its owner's loop.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import re
 import shutil
 import tempfile
 import uuid
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
@@ -55,13 +54,12 @@ class Given:
     executor: type[RoleEnvironment] = RoleEnvironment
 
 
-GIVEN: ContextVar[Given | None] = ContextVar("hoh_given_environment", default=None)
-
-
 class Environments:
     def __init__(self, config: HohConfig, paths: WorkspacePaths, journal: Journal,
-                 adapters: Mapping[str, HarnessAdapter], warn: Callable[[str], None] = lambda message: None):
-        """`warn`: tells the user what an environment fell back to (once per environment)."""
+                 adapters: Mapping[str, HarnessAdapter], warn: Callable[[str], None] = lambda message: None,
+                 given: Given | None = None):
+        """`warn`: tells the user what an environment fell back to (once per environment); `given`: the one
+        environment every role runs in, someone else's (a Harbor trial's)."""
         self.config, self.paths, self.journal, self.adapters = config, paths, journal, adapters
         self._warn, self._said = warn, set[str]()
         self.local = config.environment.local
@@ -71,7 +69,7 @@ class Environments:
         """File hashes by stat, for every role's environment of the session."""
         self.views = ViewWatch(self.cache)
         """hoh's side of every role's view, followed by the kernel (`viewwatch.py`)."""
-        self.given = None if self.local else GIVEN.get()
+        self.given = None if self.local else given
         self.ahead = Ahead(self._roles.get, tuple(adapters)) \
             if not self.local and self.given is None and config.mode != "developer_only" else None
         """Readies the next role's environment and pauses the last one's; none for a Harbor trial's."""

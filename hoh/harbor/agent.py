@@ -37,7 +37,7 @@ from .. import api
 from ..config import HohConfig, TimeoutsConfig, apply_overrides, load_config
 from ..envs.harbor_env import EventLoop, one_line
 from ..envs.install import install_harness
-from ..envs.pool import GIVEN, Given
+from ..envs.pool import Given
 from ..errors import HohError, TaskEnvironmentError, UsageError
 from ..fsutil import atomic_write_json, atomic_write_text, own_writes
 from ..harness import keys, registry
@@ -264,15 +264,13 @@ class HohAgent(BaseAgent):
 
     def drive(self, config: HohConfig, environment: BaseEnvironment, events: EventLoop, started: float) -> Any:
         """The Runtime, in a thread of its own (it is synchronous), every role in the trial's environment."""
-        token = GIVEN.set(Given(environment, events, TrialRole))
         own_writes()  # the guard between roles must not take another trial's Runtime's writes for its own
         try:
             return api.build(self.paths.spec, self.paths.workspace, config, project=self.paths.project,
-                             notify=lambda kind, **fields: self.on_event(kind, fields, started))
+                             notify=lambda kind, **fields: self.on_event(kind, fields, started),
+                             given=Given(environment, events, TrialRole))
         except KeyboardInterrupt:  # stopped at once (the deadline, Harbor's cancel); the journal says so
             return None
-        finally:
-            GIVEN.reset(token)
 
     def on_event(self, kind: str, fields: dict[str, Any], started: float) -> None:
         if kind != "loop_done":

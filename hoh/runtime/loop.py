@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import RoleFailed, RunEnded
-from ..envs.pool import Environments
+from ..envs.pool import Environments, Given
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
 from ..evidence.shortfall import shortfall
@@ -129,11 +129,12 @@ class Runtime:
     @contextmanager
     def open(cls, workspace: Workspace, notify: Notify | None = None,
              adapters: Mapping[str, HarnessAdapter] | None = None,
-             overrides: list[str] | None = None) -> Iterator["Runtime"]:
+             overrides: list[str] | None = None, given: Given | None = None) -> Iterator["Runtime"]:
         """Take the workspace lock, apply `--set` overrides to its hoh.yaml (validated before it is written),
         check each role's harness (unless the caller passes adapters it has checked already), clean up
         after a crash (orphaned agents, git locks), and hold the model keys out of this process's environment
-        while it is open (`keys.withheld`: no process a library starts for hoh inherits one)."""
+        while it is open (`keys.withheld`: no process a library starts for hoh inherits one). `given`: the
+        environment every role runs in, started and stopped by someone else (a Harbor trial's)."""
         with WorkspaceLock(workspace.paths.lock), ExitStack() as stack:
             opened_at = time.time()
             if overrides:
@@ -156,7 +157,8 @@ class Runtime:
             sweep_cgroups()
             check_sealed_state(workspace, history)
             environments = Environments(workspace.config, workspace.paths, journal, adapters,
-                                        warn=lambda message: notify("warning", message=message) if notify else None)
+                                        warn=lambda message: notify("warning", message=message) if notify else None,
+                                        given=given)
             try:
                 environments.check()
                 environments.stop_orphans(history)
