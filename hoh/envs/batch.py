@@ -31,8 +31,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from ..fsutil import atomic_write_json
-from ..harness.executor import Execution, Queued
+from ..harness.executor import CommandRecord, Execution, Queued
 from . import supervise, sync, transfer, verify
 from .channel import add, inside, pack, unpack, usable
 from .install import stage_programs
@@ -174,9 +173,8 @@ def _adopted(where: "RoleEnvironment", attempt: supervise.Attempt, run: Queued, 
              moved_in: int) -> Execution:
     run_dir = run.attempt_dir
     supervise.adopt_streams(came, run_dir)
-    atomic_write_json(run_dir / "command.json", {
-        "argv": run.launch.argv, "cwd": str(run.launch.cwd), "env_names": sorted(where.variables(run.launch, run.request)),
-        "environment": where.spec.name, "session_id": where.spec.session_id, "streams": attempt.dir,
-        "batch": True, "bytes_in": moved_in, "bytes_out": 0}, durable=False)
+    CommandRecord(run.launch.argv, str(run.launch.cwd), sorted(where.variables(run.launch, run.request)),
+                  where.spec.name, where.spec.session_id, attempt.dir, batch=True, bytes_in=moved_in,
+                  bytes_out=0).write(run_dir)
     return Execution(supervise.result(result["code"], result["limit"], float(result["seconds"]), run_dir / "events.jsonl",
                                       run_dir / "stderr.log", run.launch.argv[0]))

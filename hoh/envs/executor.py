@@ -25,11 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from ..fsutil import atomic_write_json
 from ..harness.attempt import ProgramSite, RoleRequest
 from ..harness.egress import PLACEHOLDER_KEY
 from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET
-from ..harness.executor import Execution, Executor, Launch, Queued
+from ..harness.executor import CommandRecord, Execution, Executor, Launch, Queued
 from ..harness.network import attempt_egress, proxy_env
 from . import supervise, sync, transfer, verify
 from .batch import run_batch
@@ -128,9 +127,9 @@ class RoleEnvironment(EnvironmentLife, Executor):
                 self.held = None
             move = Move(attempt, transfer.outermost([*writable, *visible]), writable, tuple(hidden),
                         self.held if alone else None, self.cache, self.views)
-        command = {"argv": launch.argv, "cwd": str(launch.cwd), "env_names": sorted(variables),
-                   "environment": self.spec.name, "session_id": self.spec.session_id, "streams": attempt.dir}
-        atomic_write_json(attempt_dir / "command.json", command, durable=False)
+        command = CommandRecord(launch.argv, str(launch.cwd), sorted(variables), self.spec.name, self.spec.session_id,
+                                attempt.dir)
+        command.write(attempt_dir)
         scratch = Path(tempfile.mkdtemp(prefix="hoh-env-exec-"))
         try:
             ran = self._start_attempt(env, move, launch, request, variables, argv, alone, scratch)
@@ -144,8 +143,7 @@ class RoleEnvironment(EnvironmentLife, Executor):
             return Execution(empty, f"the {self.spec.name} environment failed ({one_line(error)})")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        atomic_write_json(attempt_dir / "command.json", {**command, "bytes_in": move.moved_in,
-                                                         "bytes_out": move.moved_out}, durable=False)
+        dataclasses.replace(command, bytes_in=move.moved_in, bytes_out=move.moved_out).write(attempt_dir)
         out, err = attempt_dir / "events.jsonl", attempt_dir / "stderr.log"
         return Execution(supervise.result(ran.code, ran.limit, ran.seconds, out, err, launch.argv[0]))
 

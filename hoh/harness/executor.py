@@ -57,6 +57,33 @@ class Execution:
 
 
 @dataclass(frozen=True)
+class CommandRecord:
+    """What ran for an attempt or a check, wherever it ran: its `command.json`, one shape for every executor."""
+
+    argv: list[str]
+    """As it was started: on this machine bwrap's whole command line; in an environment the CLI's own."""
+    cwd: str
+    env_names: list[str]
+    """The names of the variables it was given, never their values."""
+    environment: str | None = None
+    """The `--env` it ran in; None: this machine."""
+    session_id: str | None = None
+    """That environment's session (a Docker Compose project, a sandbox's name)."""
+    streams: str | None = None
+    """Where its streams were kept in the environment."""
+    batch: bool | None = None
+    """Run in one call with the other checks of its step (`envs/batch.py`)."""
+    bytes_in: int | None = None
+    bytes_out: int | None = None
+    """What crossed into the environment and back for it, once it ended."""
+
+    def write(self, attempt_dir: Path) -> None:
+        """`command.json` in `attempt_dir`; a field that does not apply is left out."""
+        atomic_write_json(attempt_dir / "command.json",
+                          {k: v for k, v in dataclasses.asdict(self).items() if v is not None}, durable=False)
+
+
+@dataclass(frozen=True)
 class Queued:
     """One of many short runs given to an executor at once (a check step's checks)."""
 
@@ -117,8 +144,7 @@ class LocalExecutor(Executor):
     @staticmethod
     def _run(launch: Launch, argv: list[str], env: Mapping[str, str], inside: JailEnvironment | None,
              request: "RoleRequest", attempt_dir: Path, on_spawn: Callable[[int], None] | None) -> Execution:
-        atomic_write_json(attempt_dir / "command.json", {"argv": argv, "cwd": str(launch.cwd),
-                                                         "env_names": sorted(launch.env)}, durable=False)
+        CommandRecord(argv, str(launch.cwd), sorted(launch.env)).write(attempt_dir)
         for setup_try in range(JAIL_SETUP_RETRIES + 1):
             limits = AttemptLimits(request.limits)
             if inside is not None:
