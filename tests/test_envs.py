@@ -128,7 +128,7 @@ def paused_role(ws: Path, role: str) -> str | None:
 
 
 def test_kill_9_during_a_docker_role_then_resume_gives_the_same_candidates_and_no_orphan(harbor, tmp_path):
-    script = slow_developer(15)
+    script = slow_developer(25)
     reference = write_project(tmp_path / "ref", script)
     local = run_hoh("build", reference, "--loops", "2", "-w", tmp_path / "ref" / "ws", "-q")
     assert local.returncode == 0, local.stderr

@@ -197,7 +197,7 @@ def running_role(ws: Path, role: str) -> str | None:
 def test_kill_9_during_a_podman_role_then_resume_stops_the_orphan_and_gives_the_same_candidates(podman_harbor,
                                                                                                  tmp_path):
     script = mini_script(2)
-    script["loops"][1]["developer"]["actions"].insert(0, {"sleep": 15})
+    script["loops"][1]["developer"]["actions"].insert(0, {"sleep": 25})
     for name in ("ref", "p"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "spec.md").write_text("# Greeter\n\nPrint a greeting.\n")
