@@ -77,9 +77,10 @@ def test_a_role_whose_turn_comes_before_its_pause_is_due_is_never_paused():
 
 def test_a_two_role_run_never_pauses_the_role_it_readies():
     said, told, envs = roles("planner", "developer")
-    ahead = Ahead(envs.get, tuple(envs), pause_after=0.0)
+    ahead = Ahead(envs.get, tuple(envs), pause_after=3600.0)
     ahead.turn_of("planner")
     said_at_least(said, told, 1)
+    assert not ahead._pauses, "no pause is due for the role just readied"
     ahead.close()
     assert said == ["ready developer"]
 

@@ -104,7 +104,7 @@ async def container_of(env: "BaseEnvironment", project: str) -> str:
     """The id of the environment's `main` container (asked once, when it has started); OSError when the engine
     lists none or several."""
     # -a: Podman lists a paused container only with it
-    found = (await _ask(_engine(env), "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}",
+    found = (await ask(env, "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}",
                         "--filter", "label=com.docker.compose.service=main")).split()
     if len(found) != 1:
         raise OSError(f"the engine lists {len(found)} containers for {project}")
@@ -113,7 +113,7 @@ async def container_of(env: "BaseEnvironment", project: str) -> str:
 
 async def changes(env: "BaseEnvironment", container: str) -> set[str]:
     """Every change the engine lists in the container since its image; OSError when the engine cannot say."""
-    return {line for line in (await _ask(_engine(env), "diff", container)).splitlines() if line.strip()}
+    return {line for line in (await ask(env, "diff", container)).splitlines() if line.strip()}
 
 
 MAX_CHANGES = 100_000
@@ -182,7 +182,7 @@ async def layers_of(env: "BaseEnvironment", container: str) -> Layers | None:
     """The container's overlay layers, when its engine keeps them on this machine where hoh may read them (a
     rootful engine and hoh as root, say); None when not."""
     try:
-        driver = json.loads(await _ask(_engine(env), "inspect", "--format", "{{json .GraphDriver}}", container))
+        driver = json.loads(await ask(env, "inspect", "--format", "{{json .GraphDriver}}", container))
         data = driver.get("Data") or {}
         upper = Path(data["UpperDir"])
         lower = tuple(Path(p) for p in (data.get("LowerDir") or "").split(":") if p)
