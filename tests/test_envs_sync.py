@@ -136,6 +136,51 @@ def test_taking_apart_what_comes_out_keeps_no_member_in_memory(tmp_path):
     assert large < small + (1 << 20), (small, large)  # every member kept: ~1 KB each
 
 
+def test_what_goes_in_is_one_whole_tar_and_packing_it_keeps_no_member_in_memory(tmp_path):
+    """`pack` then `add` (hoh's job last): every staged entry as it was, root's, the last member's trailing zero
+    blocks intact; packing and adding keep nothing per member (tarfile's own append reads them all first)."""
+    import tarfile
+    import tracemalloc
+
+    import pytest
+
+    from hoh.envs import channel
+
+    def staged(count: int) -> tuple:
+        staging = tmp_path / f"staging-{count}"
+        (staging / "files").mkdir(parents=True)
+        (staging / "plan.json").write_text("{}")
+        for n in range(count):
+            (staging / "files" / str(n)).write_bytes(b"x")
+        (staging / "tree" / "deep").mkdir(parents=True)
+        (staging / "tree" / "deep" / "zeros").write_bytes(b"\0" * 4096)  # ends in what looks like a tar's end
+        (staging / "tree" / "link").symlink_to("deep/zeros")
+        (staging / "tree" / "deep").chmod(0o750)
+        sent = tmp_path / f"in-{count}.tar"
+        tracemalloc.start()
+        channel.pack(staging, sent)
+        channel.add(sent, "job.json", b'{"job": 1}')
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return sent, top
+
+    sent, small = staged(200)
+    with tarfile.open(sent) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert tar.extractfile("tree/deep/zeros").read() == b"\0" * 4096
+        assert tar.extractfile("job.json").read() == b'{"job": 1}'
+        assert tar.getnames()[-1] == "job.json"
+    assert len(members) == 200 + 7  # files/ and its 200, plan.json, tree/, deep/, zeros, link, job.json
+    assert members["tree/link"].issym() and members["tree/link"].linkname == "deep/zeros"
+    assert members["tree/deep"].isdir() and members["tree/deep"].mode == 0o750
+    assert all(m.uid == 0 and m.uname == "root" for m in members.values())
+    _, large = staged(4_000)
+    assert large < small + (1 << 20), (small, large)
+    (tmp_path / "other.tar").write_bytes(b"x" * 2048)
+    with pytest.raises(OSError, match="not a tar hoh's pack wrote"):
+        channel.add(tmp_path / "other.tar", "job.json", b"{}")
+
+
 def test_a_file_too_large_for_a_freeze_never_comes_out_of_an_environment():
     """`inside.py collect` drops what the freeze would leave out, so a sparse file is never copied dense."""
     from hoh.envs import inside

@@ -24,6 +24,7 @@ import io
 import os
 import secrets
 import shlex
+import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,32 +110,58 @@ def split(stdout: Path, mark: str) -> tuple[str, int | None]:
     return head[:at].decode(errors="replace"), at + len(needle)
 
 
-def pack(staging: Path, into: Path) -> None:
-    """hoh's staged files as one tar, every entry root's (as `docker cp` makes them in a container)."""
-    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
+END = b"\0" * (2 * tarfile.BLOCKSIZE)
+"""How a tar `pack` writes ends: its two zero blocks, nothing after them (`add` writes over them)."""
 
-    with tarfile.open(into, "w", format=tarfile.PAX_FORMAT) as tar:
-        stack = sorted(staging.iterdir(), reverse=True)
+
+def pack(staging: Path, into: Path) -> None:
+    """hoh's staged files (regular files, directories and links) as one tar, every entry root's (as `docker cp`
+    makes them in a container)."""
+    with open(into, "wb") as fh:
+        tar = tarfile.TarFile(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT)
+        # A stack of (directory, its sorted names still to write): one name per entry in memory, never a Path
+        # per entry of a directory a role may have filled with 300,000 files.
+        stack = [("", iter(sorted(os.listdir(staging))))]
         while stack:
-            entry = stack.pop()
-            tar.add(entry, arcname=str(entry.relative_to(staging)), recursive=False, filter=owned_by_root)
-            # Nothing of a member is kept once it is written (tarfile keeps them all, and every linked inode):
-            # hoh's memory stays flat however large the view.
-            tar.members.clear()
-            tar.inodes.clear()
-            if entry.is_dir() and not entry.is_symlink():
-                stack.extend(sorted(entry.iterdir(), reverse=True))
+            prefix, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                continue
+            relative = prefix + name
+            path = os.path.join(staging, relative)
+            st = os.lstat(path)
+            info = tarfile.TarInfo(relative)
+            info.mode, info.mtime = stat.S_IMODE(st.st_mode), int(st.st_mtime)
+            info.uname = info.gname = "root"
+            if stat.S_ISREG(st.st_mode):
+                info.size = st.st_size
+                with open(path, "rb") as member:
+                    tar.addfile(info, member)
+            elif stat.S_ISDIR(st.st_mode):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+                stack.append((relative + "/", iter(sorted(os.listdir(path)))))
+            elif stat.S_ISLNK(st.st_mode):
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+                tar.addfile(info)
+            tar.members.clear()  # tarfile keeps every member: hoh's memory stays flat however large the view
+        fh.write(END)  # not tar.close(): it pads the end to a whole record, and `add` must find where it starts
 
 
 def add(tar: Path, name: str, data: bytes) -> None:
-    """One more file of hoh's at the end of a tar `pack` made."""
+    """One more file of hoh's at the end of a tar `pack` made, written over its end blocks (tarfile's own append
+    reads every member's header first, and keeps them all: 300,000 of them for a view that large)."""
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(data), 0o600
-    with tarfile.open(tar, "a", format=tarfile.PAX_FORMAT) as archive:
-        archive.addfile(info, io.BytesIO(data))
+    info.uname = info.gname = "root"
+    with open(tar, "r+b") as fh:
+        fh.seek(-len(END), os.SEEK_END)
+        if fh.read() != END:
+            raise OSError(f"{tar} is not a tar hoh's pack wrote")
+        fh.seek(-len(END), os.SEEK_END)
+        with tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            archive.addfile(info, io.BytesIO(data))
 
 
 def unpack(stdout: Path, at: int, into: Path, whole: bool = True) -> None:
