@@ -90,7 +90,7 @@ def _batch(where: "RoleEnvironment", channel, move: Move, attempts: list[supervi
     shutil.rmtree(staging)
     budget = None if deadline is None else max(0.0, deadline - time.monotonic())
     mark = channel.mark()
-    job = {"place": move.place_args(), "moves": supervise.moving(attempts[0], programs),
+    job = {"place": move.place_args(), "moves": supervise.moves(attempts[0], programs),
            "roots": [str(r) for r in move.roots], "programs": programs, "supervisor": supervise.SUPERVISOR,
            "mark": mark, "budget": budget,
            "runs": [{"dir": a.dir, "cwd": str(r.launch.cwd), "argv": r.launch.argv, "wall": r.request.wall_timeout,

@@ -326,6 +326,24 @@ def quietly(command):
     return done.stdout.decode("ascii", "replace")
 
 
+def moved(moves):
+    """What was copied in put in place (`supervise.moves`), in this process: a shell's rm, mkdir and mv, one
+    process each, cost the attempt ~20 ms. As the shell's, a step that fails leaves its root missing."""
+    for path in moves["remove"]:
+        try:
+            remove(path)
+        except OSError:
+            pass
+    for staged, root in moves["put"]:
+        if os.path.lexists(staged):
+            try:
+                os.makedirs(os.path.dirname(root), exist_ok=True)
+                shutil.move(staged, root)
+            except OSError:
+                pass
+    shutil.rmtree(moves["then"], ignore_errors=True)
+
+
 def digits(text):
     return bool(text) and all(c in "0123456789" for c in text)
 
@@ -349,7 +367,7 @@ def ended(exit_file, streams, window, max_output):
         if size > max_output or time.monotonic() >= end:
             return None, size
         time.sleep(pause)
-        pause = min(pause * 1.25, 0.05)
+        pause = min(pause * 1.25, 0.01)  # an end seen 10 ms late at most: ~100 stats a second
 
 
 def attempt(incoming):
@@ -365,7 +383,7 @@ def attempt(incoming):
         if code:
             shutil.rmtree(os.path.dirname(incoming), ignore_errors=True)
             return 0
-    quietly(job["moves"])
+    moved(job["moves"])
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup: an exec's end must not end the attempt
     subprocess.Popen(job["start"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, close_fds=True)
@@ -449,7 +467,7 @@ def batch(incoming):
     runs = job["runs"]
     given = [(regular(incoming + r["dir"] + "/stdin", 1 << 30), regular(incoming + r["dir"] + "/env", 1 << 30))
              for r in runs]  # read before anything of a role runs: a run may rewrite what a later one reads
-    quietly(job["moves"])
+    moved(job["moves"])
     watched = job["roots"] + job["programs"]
     expected = listed(watched)  # as placed: nothing of a role runs yet
     import io

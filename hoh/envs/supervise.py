@@ -242,16 +242,22 @@ async def _exec(env: "BaseEnvironment", through: Through | None, command: str, t
     return reply.code, reply.text, reply.stderr, came
 
 
+def moves(attempt: Attempt, roots: list[str]) -> dict:
+    """What puts what was copied in for `attempt` at `roots`: each root (and hoh's out dir) removed, each staged
+    copy moved to its root, the incoming dir removed. `inside.py` does it itself (`moved`); `moving` in a shell."""
+    return {"remove": [*roots, f"{ROOT}/out"], "put": [[f"{attempt.incoming}{root}", root] for root in roots],
+            "then": f"{ROOT}/in"}
+
+
 def moving(attempt: Attempt, roots: list[str]) -> str:
-    """The shell step that moves what was copied in for `attempt` to `roots` (what was there removed first)."""
-    q = shlex.quote
-    moves = [f"rm -rf {' '.join(q(r) for r in [*roots, f'{ROOT}/out'])}"]
-    for root in roots:
-        staged = f"{attempt.incoming}{root}"
-        moves.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
+    """`moves` as one shell step, for an environment reached by Harbor's `exec` alone."""
+    q, steps = shlex.quote, moves(attempt, roots)
+    shell = [f"rm -rf {' '.join(q(r) for r in steps['remove'])}"]
+    for staged, root in steps["put"]:
+        shell.append(f"if [ -e {q(staged)} ] || [ -L {q(staged)} ]; then mkdir -p {q(str(Path(root).parent))} && "
                      f"mv {q(staged)} {q(root)}; fi")
-    moves.append(f"rm -rf {q(f'{ROOT}/in')}")
-    return "; ".join(moves)
+    shell.append(f"rm -rf {q(steps['then'])}")
+    return "; ".join(shell)
 
 
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
@@ -264,26 +270,26 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
     goes in sent on the first `exec`'s stdin, where `inside.py attempt` does all of it and, when the CLI ends
     within the first look, collects as `gather` says (`Move.gather`): `Ran.came`."""
     q = shlex.quote
-    moves = moving(attempt, [*roots, attempt.dir])
     swept = [sweep(keep, empty_tmp=view is None)] if keep is not None else []
     window = max(1.0, min(LOOK_SECONDS, wall, idle))
     mark = None
     if through is not None:
         mark = through.channel.mark()
-        job = {"place": view, "moves": moves,
+        job = {"place": view, "moves": moves(attempt, [*roots, attempt.dir]),
                "start": ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv],
                "exit": attempt.file("exit"), "streams": [attempt.file("stdout"), attempt.file("stderr")],
                "window": window, "max_output": max_output, "collect": {**gather, "mark": mark} if gather else None}
         await asyncio.to_thread(add, through.sent, "job.json", json.dumps(job).encode())
         started = "; ".join([*swept, f"exec {inside('attempt', attempt.incoming)}"])
     else:
-        place = list(swept)
+        steps = list(swept)
         if view is not None:
-            place.append(f"{{ {inside('place', *view)} || {{ rm -rf {q(f'{ROOT}/in')}; exit 0; }}; }}")
+            steps.append(f"{{ {inside('place', *view)} || {{ rm -rf {q(f'{ROOT}/in')}; exit 0; }}; }}")
+        steps.append(moving(attempt, [*roots, attempt.dir]))
         command = " ".join(q(a) for a in ["sh", SUPERVISOR_PATH, attempt.dir, cwd, "--", *argv])
         # HUP ignored before the fork, not only by nohup once it runs: an exec with a terminal (podman-compose's
         # always has one) hangs up as its shell exits, which killed a supervisor that nohup had not reached yet.
-        started = (f"{'; '.join([*place, moves])}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
+        started = (f"{'; '.join(steps)}; trap '' HUP; nohup {command} >/dev/null 2>&1 & "
                    f"{_wait(attempt, window, max_output)}")
     begun = last_activity = time.monotonic()
     sending = through.sent.stat().st_size / SLOWEST_BYTES_PER_SECOND if through is not None else 0.0
