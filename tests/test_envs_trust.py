@@ -332,6 +332,28 @@ def test_a_role_cannot_reach_into_the_process_that_collects_its_attempt(harbor, 
     assert json.loads(developer.read_text())["violations"] == []
 
 
+INTO_INIT = ("python3 -c \"import ctypes, os\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "out = open('init.txt', 'w')\n"
+             "out.write('attached ' if libc.ptrace(16, 1, 0, 0) == 0 else 'attach-denied ')\n"
+             "try:\n    open('/proc/1/mem', 'r+b')\n    out.write('mem-opened ')\n"
+             "except OSError:\n    out.write('mem-denied ')\n"
+             "out.write(open('/proc/1/comm').read())\"")
+
+
+def test_a_role_cannot_reach_into_its_container_s_init(harbor, tmp_path):
+    """An environment's own processes are never killed between attempts: a root role that could trace its
+    container's init (Harbor's `sleep infinity`, dumpable) would put code there that outlives every attempt. hoh's
+    containers run an undumpable init: the role can neither attach to it nor open its memory."""
+    script = mini_script(1)
+    script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": INTO_INIT})
+    spec = write_project(tmp_path, script)
+    ws = tmp_path / "ws"
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV)
+    assert built.returncode == 0, built.stderr
+    assert (ws / "project" / "init.txt").read_text().split() == ["attach-denied", "mem-denied", "python3"]
+
+
 def test_a_container_s_own_layer_read_here_lists_what_its_engine_lists(harbor):
     """hoh reads a container's overlay layer on this machine instead of asking `docker diff` each time: the same
     added, changed and removed paths, hoh's own paths left out (never looked into)."""

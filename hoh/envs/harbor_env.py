@@ -34,6 +34,28 @@ T = TypeVar("T")
 COMPOSE_ENGINES = ("docker", "podman")
 """Harbor's environments built on Docker Compose files, which take an overlay of hoh's."""
 HARBOR_HINT = "pip install 'hoh[harbor]' (Harbor needs Python >= 3.12)"
+UNTRACEABLE_INIT = """import ctypes, os, signal
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+def reap(*_):
+    while True:
+        try:
+            if not os.waitpid(-1, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
+signal.signal(signal.SIGCHLD, reap)
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while True:
+    signal.pause()
+"""
+"""The init of a container hoh makes, in place of Harbor's `sleep infinity`: it makes itself undumpable
+(PR_SET_DUMPABLE 0), reaps what is left to it, and ends on SIGTERM. An environment's own processes are never
+killed between attempts, and a root role with Docker's default capabilities may ptrace any dumpable process of
+its container's root, `sleep` included: code it put into its init would outlive every attempt, and change the
+next one's view after hoh placed it. An undumpable process is out of its reach (ptrace and /proc/1/mem need
+CAP_SYS_PTRACE then). An image without python3 keeps `sleep`, as it keeps no view between attempts (`sync.py`)."""
+INIT_COMMAND = ["sh", "-c", f"command -v python3 >/dev/null 2>&1 && exec python3 -I -c '{UNTRACEABLE_INIT}'; "
+                "exec sleep infinity"]
 
 
 def require_harbor(name: str) -> None:
@@ -133,7 +155,7 @@ class EnvironmentSpec:
 
     def overlay(self, socket_dir: Path | None) -> dict[str, Any]:
         """hoh's Compose overlay for a Compose engine's `main` service: its network, its limits."""
-        main: dict[str, Any] = {}
+        main: dict[str, Any] = {"command": INIT_COMMAND}
         if not self.network or self.closed:
             # Harbor's Docker and Podman environments take a network-less container only through their egress
             # sidecar, whose image must be pulled; `network_mode: none` gives the same container loopback alone.
@@ -142,7 +164,7 @@ class EnvironmentSpec:
             main["volumes"] = [f"{socket_dir}:{INSIDE_SOCKET.parent}:ro"]
         if self.processes:
             main["pids_limit"] = self.processes
-        return {"services": {"main": main}} if main else {}
+        return {"services": {"main": main}}
 
     def make(self, socket_dir: Path | None = None) -> "BaseEnvironment":
         """Harbor's environment object (nothing started); `socket_dir`: where hoh's proxy listens for a closed one."""
