@@ -24,6 +24,15 @@ from hoh.paths import AgentRunPaths
 
 EXAMPLES = REPO / "benchmarks" / "examples"
 BASE_IMAGE = "localhost/hoh-base:bookworm"
+INTO_INIT = ("python3 -c \"import ctypes, os\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "out = open('init.txt', 'w')\n"
+             "out.write('attached ' if libc.ptrace(16, 1, 0, 0) == 0 else 'attach-denied ')\n"
+             "try:\n    open('/proc/1/mem', 'r+b')\n    out.write('mem-opened ')\n"
+             "except OSError:\n    out.write('mem-denied ')\n"
+             "out.write(open('/proc/1/comm').read())\"")
+"""A role's step that tries to attach to its container's init and open its memory: `init.txt` says how it went
+and what the init is."""
 VALIDITY_RULES = ("invalid-task-config", "unknown-config-field", "invalid-task-files")
 
 

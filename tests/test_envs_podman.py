@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import DEMO, GREET, mini_script, shared_once
-from harbor_env import BASE_IMAGE, candidate_ids, finish, journal, sessions
+from harbor_env import BASE_IMAGE, INTO_INIT, candidate_ids, finish, journal, sessions
 from podman_env import containers, networks, podman, podman_harbor  # noqa: F401 - podman_harbor is a fixture
 
 ENV = ("--env", "podman", "--env-image", BASE_IMAGE)
@@ -42,6 +42,7 @@ def hostile_script() -> dict[str, Any]:
         {"run": "mkdir -p ${workspace}/state && echo forged > ${workspace}/state/pwned-by-developer; "
                 f"echo forged > {ESCAPE}; echo forged > ${{workspace}}/hoh.yaml; "
                 "mkfifo fifo && cp /bin/sh suid-sh && chmod 4755 suid-sh"},
+        {"run": INTO_INIT},
         {"run": "cat /proc/net/route; python3 -c \"import socket; s = socket.socket(); s.settimeout(3); "
                 "print('connect', s.connect_ex(('1.1.1.1', 80)))\"", "save": "network.txt"},
     ]
@@ -165,6 +166,8 @@ def test_what_a_role_writes_outside_its_area_in_podman_stays_in_its_container(po
     assert (project / "greet.py").read_text() == GREET
     assert not (project / "fifo").exists() and not (project / "fifo").is_symlink(), "a FIFO came back"
     assert (project / "suid-sh").stat().st_mode & 0o6000 == 0, "a setuid bit came back"
+    # Its container's init was out of its reach (the engine's own init would outlive every attempt).
+    assert (project / "init.txt").read_text().split() == ["attach-denied", "mem-denied", "python3"]
     # The Developer's container had no network: no default route, no connection.
     network = (project / "network.txt").read_text()
     routes = [line for line in network.splitlines()[1:] if line.strip() and not line.startswith("connect")]

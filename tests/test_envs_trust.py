@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import mini_script, run_hoh, wait_for
-from harbor_env import BASE_IMAGE, harbor  # noqa: F401 - harbor is a fixture
+from harbor_env import BASE_IMAGE, INTO_INIT, harbor  # noqa: F401 - harbor is a fixture
 from test_envs import no_container_left, running_role, write_project  # noqa: F401 - an autouse fixture
 
 from hoh.envs.verify import expected
@@ -330,15 +330,6 @@ def test_a_role_cannot_reach_into_the_process_that_collects_its_attempt(harbor, 
     assert (ws / "project" / "reach.txt").read_text().split() == ["found", "fd-denied", "environ-denied"]
     [developer] = ws.glob("state/loops/0001/roles/developer/attempt-*/result.json")
     assert json.loads(developer.read_text())["violations"] == []
-
-
-INTO_INIT = ("python3 -c \"import ctypes, os\n"
-             "libc = ctypes.CDLL(None, use_errno=True)\n"
-             "out = open('init.txt', 'w')\n"
-             "out.write('attached ' if libc.ptrace(16, 1, 0, 0) == 0 else 'attach-denied ')\n"
-             "try:\n    open('/proc/1/mem', 'r+b')\n    out.write('mem-opened ')\n"
-             "except OSError:\n    out.write('mem-denied ')\n"
-             "out.write(open('/proc/1/comm').read())\"")
 
 
 def test_a_role_cannot_reach_into_its_container_s_init(harbor, tmp_path):
