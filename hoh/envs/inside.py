@@ -129,7 +129,7 @@ def read_held(expect):
 
 
 def write_held(held):
-    raw = json.dumps(held, sort_keys=True, separators=(",", ":")).encode("ascii")
+    raw = json.dumps(held, separators=(",", ":")).encode("ascii")  # its sha256 is hoh's only check: no order
     with open(HELD + ".part", "wb") as fh:
         fh.write(raw)
     os.replace(HELD + ".part", HELD)
