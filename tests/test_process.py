@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from hoh.harness.process import TAIL_BYTES, reap, run_process, start_ticks
 
@@ -85,11 +86,13 @@ def test_an_agent_never_outlives_a_killed_hoh(make_project, sandbox):
     next resume reaps the agent a kill -9 of hoh left running."""
     from conftest import mini_script
     script = mini_script(1)
-    script["loops"][1]["developer"] = [{"actions": [{"hang": True}]}, script["loops"][1]["developer"]]
+    script["loops"][1]["developer"] = [{"actions": [{"write": {"path": "hanging.txt", "content": "x\n"}},
+                                                    {"hang": True}]}, script["loops"][1]["developer"]]
     p = make_project(script)
-    # The idle timeout leaves time to kill hoh before hoh itself kills the hung agent, on a loaded machine too.
+    # hoh's own idle kill of the hung agent never comes before the test's kill of hoh, however loaded the machine:
+    # the resume below runs a script whose Developer no longer hangs (hoh reads the workspace's frozen copy).
     hoh = subprocess.Popen([sys.executable, "-m", "hoh", "build", str(p.spec), "-H", "scripted", "-w", str(p.ws), "-q",
-                            "--loops", "1", "--set", "timeouts.idle_seconds=30", "--set", f"sandbox.mode={sandbox}"],
+                            "--loops", "1", "--set", "timeouts.idle_seconds=3600", "--set", f"sandbox.mode={sandbox}"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     agent = None
@@ -98,8 +101,16 @@ def test_an_agent_never_outlives_a_killed_hoh(make_project, sandbox):
         if (p.ws / "state" / "journal.jsonl").exists():
             agent = next((e for e in p.journal() if e["event"] == "process_started" and e["role"] == "developer"), None)
     assert agent is not None
+    # Killed once the agent is silent for good: an agent still writing its first events when hoh dies gets
+    # SIGPIPE on hoh's pipe, and dies with it (so nothing would be left to reap).
+    events = p.state("loops", "0001", "roles", "developer", "attempt-1", "events.jsonl")
+    while time.time() < deadline and not (events.is_file() and "hanging.txt" in events.read_text()):
+        time.sleep(0.1)
+    assert "hanging.txt" in events.read_text()
     hoh.kill()
     hoh.wait()
+    script["loops"][1]["developer"] = script["loops"][1]["developer"][1]
+    (p.ws / "script.yaml").write_text(yaml.safe_dump(script, sort_keys=False))
     from hoh import api
     if sandbox == "bwrap":
         deadline = time.time() + 30
