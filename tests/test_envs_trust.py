@@ -318,15 +318,21 @@ REACH = ("for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null | grep
          "|| echo environ-denied >> reach.txt; done; true")
 
 
-def test_a_role_cannot_reach_into_the_process_that_collects_its_attempt(harbor, tmp_path):
-    """hoh's `inside.py attempt` waits for the CLI in its container and collects what it wrote: a root role finds
-    it, and can neither write into its stdout (hoh's channel) nor read it through /proc."""
+def built_in_docker(harbor, tmp_path: Path, first: str) -> Path:
+    """A one-loop build in Docker whose Developer runs `first` before its other actions; its workspace."""
     script = mini_script(1)
-    script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": REACH})
+    script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": first})
     spec = write_project(tmp_path, script)
     ws = tmp_path / "ws"
     built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV)
     assert built.returncode == 0, built.stderr
+    return ws
+
+
+def test_a_role_cannot_reach_into_the_process_that_collects_its_attempt(harbor, tmp_path):
+    """hoh's `inside.py attempt` waits for the CLI in its container and collects what it wrote: a root role finds
+    it, and can neither write into its stdout (hoh's channel) nor read it through /proc."""
+    ws = built_in_docker(harbor, tmp_path, REACH)
     assert (ws / "project" / "reach.txt").read_text().split() == ["found", "fd-denied", "environ-denied"]
     [developer] = ws.glob("state/loops/0001/roles/developer/attempt-*/result.json")
     assert json.loads(developer.read_text())["violations"] == []
@@ -336,12 +342,7 @@ def test_a_role_cannot_reach_into_its_container_s_init(harbor, tmp_path):
     """An environment's own processes are never killed between attempts: a root role that could trace its
     container's init (Harbor's `sleep infinity`, dumpable) would put code there that outlives every attempt. hoh's
     containers run an undumpable init: the role can neither attach to it nor open its memory."""
-    script = mini_script(1)
-    script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": INTO_INIT})
-    spec = write_project(tmp_path, script)
-    ws = tmp_path / "ws"
-    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV)
-    assert built.returncode == 0, built.stderr
+    ws = built_in_docker(harbor, tmp_path, INTO_INIT)
     assert (ws / "project" / "init.txt").read_text().split() == ["attach-denied", "mem-denied", "python3"]
 
 
