@@ -103,8 +103,8 @@ def test_single_task_plans_are_valid_plans():
 
 
 def test_only_the_choke_point_starts_processes():
-    # The scripted agent is a harness program, not hoh; inside.py runs in a role's environment, never here.
-    allowed = {"harness/process.py", "testing/scripted_agent.py", "envs/inside.py"}
+    # The scripted agent is a harness program, not hoh; inside.py and serve.py run in a role's environment, never here.
+    allowed = {"harness/process.py", "testing/scripted_agent.py", "envs/inside.py", "envs/serve.py"}
     offenders = []
     for path in modules():
         rel = path.relative_to(PACKAGE).as_posix()

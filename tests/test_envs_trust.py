@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import mini_script, run_hoh, wait_for
-from harbor_env import BASE_IMAGE, INTO_INIT, harbor  # noqa: F401 - harbor is a fixture
+from harbor_env import BASE_IMAGE, INTO_INIT, harbor, journal, sessions  # noqa: F401 - harbor is a fixture
 from test_envs import no_container_left, running_role, write_project  # noqa: F401 - an autouse fixture
 
 from hoh.envs.verify import expected
@@ -344,6 +344,52 @@ def test_a_role_cannot_reach_into_its_container_s_init(harbor, tmp_path):
     containers run an undumpable init: the role can neither attach to it nor open its memory."""
     ws = built_in_docker(harbor, tmp_path, INTO_INIT)
     assert (ws / "project" / "init.txt").read_text().split() == ["attach-denied", "mem-denied", "python3"]
+
+
+INTO_SERVER = ("python3 -c \"import ctypes, os\n"
+               "libc = ctypes.CDLL(None, use_errno=True)\n"
+               "out = open('server.txt', 'w')\n"
+               "for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):\n"
+               "    try:\n        line = open('/proc/%d/cmdline' % pid, 'rb').read()\n    except OSError:\n        continue\n"
+               "    if b'sys.exit(' + b'serve())' not in line:\n        continue\n"
+               "    out.write('found ')\n"
+               "    out.write('attached ' if libc.ptrace(16, pid, 0, 0) == 0 else 'attach-denied ')\n"
+               "    for name in ('fd/1', 'fd/0', 'mem'):\n"
+               "        try:\n            open('/proc/%d/%s' % (pid, name), 'wb')\n            out.write(name + '-opened ')\n"
+               "        except OSError:\n            out.write(name + '-denied ')\n"
+               "out.close()\"")
+"""A role's step that finds hoh's server in its container (`envs/serve.py`) and tries to attach to it and to open
+its stdout, its stdin and its memory: `server.txt` says how it went."""
+KILL_SERVER = ("nohup sh -c 'sleep 3; echo planted > planted.txt' >/dev/null 2>&1 & "
+               "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null | grep -q 'sys.exit(ser[v]e())' "
+               "&& kill -9 ${d#/proc/}; done; true")
+"""A role's step that leaves a daemon, which writes into the project a little later, and kills hoh's server."""
+
+
+def test_a_role_cannot_reach_into_hoh_s_server(harbor, tmp_path):
+    """hoh's server runs hoh's steps in a container, so it is there while a role runs: a root role finds it and
+    can neither trace it nor open its stdout and stdin (hoh's channel) or its memory."""
+    ws = built_in_docker(harbor, tmp_path, INTO_SERVER)
+    assert (ws / "project" / "server.txt").read_text().split() == [
+        "found", "attach-denied", "fd/1-denied", "fd/0-denied", "mem-denied"]
+
+
+def test_a_role_that_kills_hoh_s_server_loses_only_its_own_attempt(harbor, tmp_path):
+    """Killing hoh's server fails the step it served (the Developer's attempt, as an `exec` that died would): the
+    attempt runs again by an `exec` per step, the daemon the role left is killed first, and the run goes on."""
+    script = mini_script(2)
+    script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": KILL_SERVER})
+    spec = write_project(tmp_path, script)
+    ws = tmp_path / "ws"
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "2", "-w", ws, "-q", *ENV)
+    assert built.returncode == 0, built.stderr
+    events = journal(ws)
+    [failed] = [e for e in events if e["event"] == "transient_failure"]
+    assert (failed["loop"], failed["role"]) == (1, "developer")
+    assert "hoh's server in the container ended" in failed["error"]
+    assert [e["status"] for e in events if e["event"] == "loop_finished"] == ["pass", "pass"]
+    assert not (ws / "project" / "planted.txt").exists()
+    assert len(sessions(ws)) == 3  # no environment was replaced: what hoh held there was never in doubt
 
 
 def test_a_container_s_own_layer_read_here_lists_what_its_engine_lists(harbor):

@@ -54,7 +54,7 @@ def run_batch(where: "RoleEnvironment", runs: Sequence[Queued], deadline: float 
     with where._lock:
         env = where.env
         if (len(runs) < 2 or where.inflight or not where.owned or env is None or where.watch is None
-                or (channel := usable(env, where.container, where.python)) is None
+                or (channel := usable(env, where.container, where.python, where.session)) is None
                 or any(r.request.egress_token or where.paths(r.launch) != paths for r in runs) or paths[0]):
             return none
         where.inflight += 1
@@ -95,12 +95,12 @@ def _batch(where: "RoleEnvironment", channel, move: Move, attempts: list[supervi
            "mark": mark, "budget": budget,
            "runs": [{"dir": a.dir, "cwd": str(r.launch.cwd), "argv": r.launch.argv, "wall": r.request.wall_timeout,
                      "idle": r.request.idle_timeout, "max_output": r.request.max_output_bytes,
-                     "sweep": supervise.sweep(where.own, empty_tmp=False, ended=a)} for a, r in zip(attempts, runs)]}
+                     "sweep": supervise.sweep(where.spared, empty_tmp=False, ended=a)} for a, r in zip(attempts, runs)]}
     add(sent, "job.json", json.dumps(job).encode())
     longest = sum(min(r.request.wall_timeout, 10**6) for r in runs)
     if budget is not None:
         longest = min(longest, budget + max(r.request.wall_timeout for r in runs))
-    command = f"{supervise.sweep(where.own, empty_tmp=False)}; exec {inside('batch', attempts[0].incoming)}"
+    command = f"{supervise.sweep(where.spared, empty_tmp=False)}; exec {inside('batch', attempts[0].incoming)}"
     reply = where._run(channel.run(command, sent, scratch / "out", mark,
                                    supervise.EXEC_TIMEOUT + longest + SLACK_SECONDS * len(runs)
                                    + sent.stat().st_size / supervise.SLOWEST_BYTES_PER_SECOND))

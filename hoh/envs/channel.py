@@ -1,10 +1,11 @@
-"""One `exec` per step in a Docker or Podman container, by the engine's own client, with bytes in and out.
+"""One step at a time in a Docker or Podman container, by the engine's own client, with bytes in and out.
 
 Harbor's `exec` takes no stdin and returns text, so through it an attempt costs four Compose calls: a copy in,
 an `exec` that places the view and starts the CLI, one that collects, a copy out (~0.2 s each). Here what goes
 in is a tar of hoh's on the `exec`'s stdin and what comes out a tar on its stdout, after a mark: an attempt
-whose CLI ends within the first look is one call to the engine (~60 ms; `inside.py attempt` places, starts,
-waits and collects), else two, and one more per look while its CLI runs past the first. Only for Harbor's own
+whose CLI ends within the first look is one step (`inside.py attempt` places, starts, waits and collects), else
+two, and one more per look while its CLI runs past the first. A step is a request to hoh's server in the
+container (`session.py`) while it serves, else an `exec` of its own (~0.1 s an engine call). Only for Harbor's own
 Docker and Podman environments, whose container hoh asked the engine for (`verify.py`), with python3 in the
 image (`inside.py` packs and unpacks); every other provider goes through Harbor's API.
 
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..harness.process import inherited
 from . import verify
+from .session import Session
 from .sync import SOURCE
 
 if TYPE_CHECKING:
@@ -51,21 +53,24 @@ class Reply:
     """Where the tar starts in the stdout file; None without a mark."""
 
 
-def usable(env: "BaseEnvironment", container: str | None, python: bool) -> "Channel | None":
+def usable(env: "BaseEnvironment", container: str | None, python: bool,
+           session: Session | None = None) -> "Channel | None":
     """A channel into `env`, when it is one of Harbor's own Docker or Podman environments (a subclass may
-    change what its calls do: it goes through them) with a known container and python3."""
+    change what its calls do: it goes through them) with a known container and python3; through hoh's server
+    there (`session`) while it can serve."""
     engine = verify.engine_of(env)
     if engine is None or container is None or not python or not hasattr(tarfile, "data_filter"):
         return None
     if not type(env).__module__.startswith("harbor.environments."):
         return None
-    return Channel(engine, container)
+    return Channel(engine, container, session)
 
 
 @dataclass(frozen=True)
 class Channel:
     engine: tuple[str, ...]
     container: str
+    session: Session | None = None
 
     @staticmethod
     def mark() -> str:
@@ -73,7 +78,12 @@ class Channel:
         return f"--hoh-tar-{secrets.token_hex(12)}--"
 
     async def run(self, command: str, stdin: Path | None, stdout: Path, mark: str, timeout: float) -> Reply:
-        """`bash -c command` there (as Harbor's `exec` runs it), stdin from a file, stdout into a file."""
+        """`bash -c command` there (as Harbor's `exec` runs it), stdin from a file, stdout into a file: by hoh's
+        server there when it can serve, else by an `exec` of its own."""
+        if self.session is not None and self.session.usable:
+            code, err = await self.session.run(command, stdin, stdout, timeout)
+            text, at = split(stdout, mark)
+            return Reply(code, text, err[-2000:], at)
         argv = [*self.engine, "exec", *(["-i"] if stdin else []), self.container, "bash", "-c", command]
         env = inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR", prefixes=("DOCKER_", "CONTAINER"))
         with open(stdin or os.devnull, "rb") as source, open(stdout, "wb") as sink:

@@ -169,7 +169,7 @@ class RoleEnvironment(EnvironmentLife, Executor):
 
     def _through(self, env: "BaseEnvironment", alone: bool, scratch: Path) -> supervise.Through | None:
         """The attempt's channel into its container, when it runs alone in one hoh can address (`channel.py`)."""
-        found = usable(env, self.container, self.python) if alone and self.owned else None
+        found = usable(env, self.container, self.python, self.session) if alone and self.owned else None
         return supervise.Through(found, scratch / "in.tar", scratch) if found is not None else None
 
     def _start_attempt(self, env: "BaseEnvironment", move: Move, launch: Launch, request: RoleRequest,
@@ -188,8 +188,8 @@ class RoleEnvironment(EnvironmentLife, Executor):
                     pack(Path(staging), through.sent)
                 else:
                     self._run(env.upload_dir(staging, move.attempt.incoming), COPY_TIMEOUT)
-            keep = self.own if alone else None
-            gather = move.gather(request.max_output_bytes, self.own) if through is not None else None  # alone
+            keep = self.spared if alone else None
+            gather = move.gather(request.max_output_bytes, self.spared) if through is not None else None  # alone
             try:
                 ran = self._run(supervise.run(env, move.attempt, placed, argv, str(launch.cwd),
                                               wall=request.wall_timeout, idle=request.idle_timeout,
@@ -219,7 +219,7 @@ class RoleEnvironment(EnvironmentLife, Executor):
         the engine is asked what changed (`_asked`)."""
         through = self._through(env, alone, scratch)
         incoming = transfer.scratch_beside(attempt_dir)
-        keep = self.own if alone else None
+        keep = self.spared if alone else None
         inline: supervise.Ran | None = ran  # what the attempt's own `exec` may have collected
         try:
             report = None

@@ -22,10 +22,11 @@ from ..errors import EnvironmentUnavailable
 from ..harness.network import socket_dir
 from ..store import events as ev
 from ..store.hashcache import HashCache
-from . import supervise, sync, verify
+from . import channel, supervise, sync, verify
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, unscoped
 from .idle import CANNOT_PAUSE, CANNOT_THAW, Idle, set_paused, thawed
 from .install import Programs, gateway_of, install_forwarder, install_harness
+from .session import OPEN_TIMEOUT, Session
 from .viewwatch import ViewWatch
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class EnvironmentLife:
         self.inflight = 0
         self.own: tuple[int, ...] = ()
         """The environment's own processes (its init, what init started): never killed between attempts."""
+        self.session: Session | None = None
+        """hoh's server in its container (`session.py`), opened as it starts: its steps without an `exec` each."""
         self.container: str | None = None
         """Its engine's id of the container (Docker, Podman), asked once it has started (`verify.py`)."""
         self.watch: verify.Watch | None = None
@@ -170,6 +173,10 @@ class EnvironmentLife:
                 self.programs.update(forwarder)
             if self.spec.network and not self.spec.closed and self.adapter.upstream() and not self.key_inside:
                 self.gateway = self._run(gateway_of(env), 120)
+            if self.container is not None and self.python and channel.usable(env, self.container, True):
+                engine = verify.engine_of(env)
+                assert engine is not None
+                self.session = self._run(Session.open(engine, self.container), OPEN_TIMEOUT + 10)
             self.ready = True
         except EnvironmentUnavailable:
             raise
@@ -185,6 +192,11 @@ class EnvironmentLife:
             raise EnvironmentUnavailable(f"--env {self.spec.name}: the {self.spec.role} environment did not stop "
                                          f"to start again on a bridge network: {error}")
         self.spec = dataclasses.replace(self.spec, closed=False)
+
+    @property
+    def spared(self) -> supervise.Keep:
+        """What no sweep kills: the environment's own processes, and hoh's server there while it lives."""
+        return self.own + ((self.session.spared,) if self.session is not None else ())
 
     def _check_between(self, attempt_dir: Path) -> None:
         """Before an attempt that runs alone there: an environment an earlier one changed outside hoh's paths
@@ -229,7 +241,9 @@ class EnvironmentLife:
         `keep_socket`: its proxy's directory stays, for the fresh environment that replaces it."""
         env, self.env, self.ready, self.gateway, container = self.env, None, False, None, self.container
         self.watch, self.container, paused, self.idle.paused = None, None, self.idle.paused, False
-        self.held, self._asked = None, None
+        self.held, self._asked, session, self.session = None, None, self.session, None
+        if session is not None:
+            await session.close()
         if self.socket_dir is not None and not keep_socket:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
             self.socket_dir = None

@@ -54,13 +54,13 @@ class Move:
         assert self.held is not None
         return inside("collect", f"{self.attempt.outgoing}/writable", self.held.digest, *map(str, self.writable))
 
-    def collect_steps(self, max_output: int, keep: tuple[int, ...] | None) -> str:
+    def collect_steps(self, max_output: int, keep: supervise.Keep | None) -> str:
         """The steps that gather, after the attempt, what comes back (`supervise.py`)."""
         if self.held is not None:
             return change_steps(self.attempt, self.collect_command(), max_output, keep)
         return copy_steps(self.attempt, [str(w.resolve()) for w in self.writable], max_output, keep)
 
-    def gather(self, max_output: int, keep: tuple[int, ...]) -> dict:
+    def gather(self, max_output: int, keep: supervise.Keep) -> dict:
         """What `inside.py attempt` collects after the CLI's end, as `collect_steps` and `collect_command` do:
         its steps (the streams, a fresh copy's writable paths), and for a kept view, where and what to list."""
         if self.held is None:
@@ -94,7 +94,7 @@ class Move:
         return dropped
 
 
-def _stream_steps(attempt: supervise.Attempt, max_output: int, keep: tuple[int, ...] | None) -> list[str]:
+def _stream_steps(attempt: supervise.Attempt, max_output: int, keep: supervise.Keep | None) -> list[str]:
     """Kill the attempt's session (and, `keep` given, every process but those), then cut both streams out."""
     q, out = shlex.quote, attempt.outgoing
     swept = [supervise.sweep(keep, empty_tmp=False, ended=attempt)] if keep is not None else []
@@ -104,7 +104,7 @@ def _stream_steps(attempt: supervise.Attempt, max_output: int, keep: tuple[int, 
 
 
 def copy_steps(attempt: supervise.Attempt, writable: list[str], max_output: int,
-               keep: tuple[int, ...] | None) -> str:
+               keep: supervise.Keep | None) -> str:
     """Kill what the attempt left running (`keep`: all but those processes), then gather, for one copy out, both
     streams (each cut at the output cap first: a flood stays in the environment) and the writable paths, as
     `outgoing/streams` and `outgoing/writable/<n>`."""
@@ -116,12 +116,12 @@ def copy_steps(attempt: supervise.Attempt, writable: list[str], max_output: int,
     return "; ".join(steps) + "; true"
 
 
-def stream_steps(attempt: supervise.Attempt, max_output: int, keep: tuple[int, ...] | None) -> str:
+def stream_steps(attempt: supervise.Attempt, max_output: int, keep: supervise.Keep | None) -> str:
     """Kill what the attempt left running and gather both streams (`copy_steps` less the writable paths)."""
     return "; ".join(_stream_steps(attempt, max_output, keep))
 
 
-def change_steps(attempt: supervise.Attempt, changes: str, max_output: int, keep: tuple[int, ...] | None) -> str:
+def change_steps(attempt: supervise.Attempt, changes: str, max_output: int, keep: supervise.Keep | None) -> str:
     """As `copy_steps`, with what changed in the writable paths as `inside.py collect` (`changes`, the command,
     writing into `outgoing/writable`) lists it: `changes.jsonl` and `files/`, and its `collected=` line."""
     return f"{stream_steps(attempt, max_output, keep)}; {changes}"

@@ -32,7 +32,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..evidence.checks import ENV_NAME
 from ..harness.process import KILL_GRACE_SECONDS, ProcessResult, file_excerpt
@@ -140,16 +140,20 @@ def signal_session(attempt: Attempt, sig: str) -> str:
 
 
 Limit = Literal["wall", "idle", "output"]
-LIVE = ('stray=0; for d in /proc/[0-9]*; do p=${d#/proc/}; case " $keep $$ $PPID " in *" $p "*) continue ;; esac; '
-        'read -r s < "$d/stat" 2>/dev/null || continue; s=${s##*) }; set -- $s; [ "$1" = Z ] && continue; '
+Keep = tuple[int | str, ...]
+"""The environment's own processes, which no sweep kills: pids, and hoh's server as `pid/start time`."""
+LIVE = ('stray=0; for d in /proc/[0-9]*; do p=${d#/proc/}; read -r s < "$d/stat" 2>/dev/null || continue; '
+        's=${s##*) }; set -- $s; case " $keep $$ $PPID " in *" $p "*|*" $p/${20} "*) continue ;; esac; '
+        '[ "$1" = Z ] && continue; '
         'live="$live $p"; [ "$4" = "$cli" ] || [ "$p" = "$sup" ] || stray=$((stray + 1)); done')
-"""The processes in the environment but `$keep`, this shell and its parent (hoh's `inside.py attempt`, which
-runs it; outside it, an `exec`'s shell, whose parent is none there), zombies not counted (an init that is `sleep`
+"""The processes in the environment but `$keep` (by pid, or by pid/start time: hoh's server, `session.py`), this
+shell and its parent (hoh's `inside.py attempt`, which runs it; outside it, an `exec`'s shell, whose parent is
+none there, or hoh's server), zombies not counted (an init that is `sleep`
 reaps none), as `$live`; as `$stray`, how many of them are neither in the session of the CLI `$cli` (its
 processes, just killed) nor the supervisor `$sup`."""
 
 
-def sweep(keep: Iterable[int], empty_tmp: bool = True, ended: Attempt | None = None) -> str:
+def sweep(keep: Keep, empty_tmp: bool = True, ended: Attempt | None = None) -> str:
     """A shell command that kills every process an earlier attempt left running (all but `keep`, the
     environment's own: its init and what init started), empties /tmp (unless a view kept there is pruned by
     `inside.py` instead), and prints `left=N` first. `ended`: the attempt just ended, whose CLI's session and
@@ -261,7 +265,7 @@ def moving(attempt: Attempt, roots: list[str]) -> str:
 
 
 async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: list[str], cwd: str, *,
-              wall: float, idle: float, max_output: int, keep: tuple[int, ...] | None = None,
+              wall: float, idle: float, max_output: int, keep: Keep | None = None,
               view: list[str] | None = None, through: Through | None = None, gather: dict | None = None) -> Ran:
     """Put the copied-in view in place (what an earlier attempt left of it removed), start the CLI, and wait for
     its end or a limit. `keep` (no other attempt runs there): kill whatever an earlier one left running but
