@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..harness.executor import CommandRecord, Execution, Queued
 from . import supervise, sync, transfer, verify
-from .channel import add, inside, pack, unpack, usable
+from .channel import Step, add, pack, unpack, usable
 from .install import stage_programs
 from .moving import Move
 
@@ -100,7 +100,7 @@ def _batch(where: "RoleEnvironment", channel, move: Move, attempts: list[supervi
     longest = sum(min(r.request.wall_timeout, 10**6) for r in runs)
     if budget is not None:
         longest = min(longest, budget + max(r.request.wall_timeout for r in runs))
-    command = f"{supervise.sweep(where.spared, empty_tmp=False)}; exec {inside('batch', attempts[0].incoming)}"
+    command = Step(("batch", attempts[0].incoming), supervise.sweep(where.spared, empty_tmp=False))
     reply = where._run(channel.run(command, sent, scratch / "out", mark,
                                    supervise.EXEC_TIMEOUT + longest + SLACK_SECONDS * len(runs)
                                    + sent.stat().st_size / supervise.SLOWEST_BYTES_PER_SECOND))

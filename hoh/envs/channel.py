@@ -77,13 +77,17 @@ class Channel:
         """A line no earlier output of the `exec` can foresee (fresh for each)."""
         return f"--hoh-tar-{secrets.token_hex(12)}--"
 
-    async def run(self, command: str, stdin: Path | None, stdout: Path, mark: str, timeout: float) -> Reply:
-        """`bash -c command` there (as Harbor's `exec` runs it), stdin from a file, stdout into a file: by hoh's
-        server there when it can serve, else by an `exec` of its own."""
+    async def run(self, command: "str | Step", stdin: Path | None, stdout: Path, mark: str, timeout: float) -> Reply:
+        """`bash -c command` there (as Harbor's `exec` runs it), or hoh's script (a `Step`), stdin from a file,
+        stdout into a file: by hoh's server there when it can serve, else by an `exec` of its own."""
         if self.session is not None and self.session.usable:
-            code, err = await self.session.run(command, stdin, stdout, timeout)
+            request = ({"inside": list(command.args), "before": command.before} if isinstance(command, Step)
+                       else {"command": command})
+            code, err = await self.session.run(request, stdin, stdout, timeout)
             text, at = split(stdout, mark)
             return Reply(code, text, err[-2000:], at)
+        if isinstance(command, Step):
+            command = command.shell
         argv = [*self.engine, "exec", *(["-i"] if stdin else []), self.container, "bash", "-c", command]
         env = inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR", prefixes=("DOCKER_", "CONTAINER"))
         with open(stdin or os.devnull, "rb") as source, open(stdout, "wb") as sink:
@@ -97,6 +101,19 @@ class Channel:
                 raise
         text, at = split(stdout, mark)
         return Reply(process.returncode or 0, text, err.decode(errors="replace")[-2000:], at)
+
+
+@dataclass(frozen=True)
+class Step:
+    """hoh's script there (`inside.py ARGS`), after a shell step of hoh's (`before`: a sweep, printing first)."""
+
+    args: tuple[str, ...]
+    before: str = ""
+
+    @property
+    def shell(self) -> str:
+        """As one shell step, for an `exec`."""
+        return "; ".join([*([self.before] if self.before else []), f"exec {inside(*self.args)}"])
 
 
 def inside(*args: str) -> str:

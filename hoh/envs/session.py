@@ -57,14 +57,15 @@ class Session:
         """Alive, and serving no other step."""
         return self._process.returncode is None and not self._busy
 
-    async def run(self, command: str, stdin: Path | None, stdout: Path, timeout: float) -> tuple[int, str]:
-        """`bash -c command` there, stdin from a file, stdout into a file: (its exit code, its stderr's end).
-        OSError when the server ended; its own TimeoutError past `timeout` (the server is then stopped)."""
+    async def run(self, request: dict, stdin: Path | None, stdout: Path, timeout: float) -> tuple[int, str]:
+        """One step there (`{"command": ...}`: `bash -c command`; `{"inside": args, "before": ...}`: hoh's script
+        after a shell step), stdin from a file, stdout into a file: (its exit code, its stderr's end). OSError
+        when the server ended; its own TimeoutError past `timeout` (the server is then stopped)."""
         assert self.usable, "checked by the caller"
         self._busy = True
         try:
             with open(stdout, "wb") as sink:
-                return await asyncio.wait_for(self._exchange(command, stdin, sink), timeout)
+                return await asyncio.wait_for(self._exchange(request, stdin, sink), timeout)
         except (asyncio.IncompleteReadError, ConnectionError) as err:
             await _ended(self._process)
             raise OSError(f"hoh's server in the container ended ({type(err).__name__})") from None
@@ -74,11 +75,11 @@ class Session:
         finally:
             self._busy = False
 
-    async def _exchange(self, command: str, stdin: Path | None, sink) -> tuple[int, str]:
+    async def _exchange(self, request: dict, stdin: Path | None, sink) -> tuple[int, str]:
         writer, reader = self._process.stdin, self._process.stdout
         assert writer is not None and reader is not None
         size = stdin.stat().st_size if stdin is not None else 0
-        writer.write(json.dumps({"command": command, "size": size}).encode() + b"\n")
+        writer.write(json.dumps({**request, "size": size}).encode() + b"\n")
         sender = asyncio.ensure_future(self._send(writer, stdin, size))
         try:
             err = bytearray()

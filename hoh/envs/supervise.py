@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..evidence.checks import ENV_NAME
 from ..harness.process import KILL_GRACE_SECONDS, ProcessResult, file_excerpt
-from .channel import Channel, add, inside, printed, unpack
+from .channel import Channel, Step, add, inside, printed, unpack
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
@@ -234,11 +234,12 @@ class Through:
     scratch: Path
 
 
-async def _exec(env: "BaseEnvironment", through: Through | None, command: str, timeout: float,
+async def _exec(env: "BaseEnvironment", through: Through | None, command: str | Step, timeout: float,
                 sent: Path | None = None, mark: str | None = None) -> tuple[int, str, str, Came | None]:
     """`command` there, by Harbor's `exec` or through the channel: (exit code, stdout text, stderr, what came)."""
     if through is None:
-        result = await env.exec(command, timeout_sec=math.ceil(timeout))
+        shell = command.shell if isinstance(command, Step) else command
+        result = await env.exec(shell, timeout_sec=math.ceil(timeout))
         return result.return_code, result.stdout or "", result.stderr or "", None
     out = through.scratch / f"exec-{time.monotonic_ns()}"
     reply = await through.channel.run(command, sent, out, mark or through.channel.mark(), timeout)
@@ -284,7 +285,7 @@ async def run(env: "BaseEnvironment", attempt: Attempt, roots: list[str], argv: 
                "exit": attempt.file("exit"), "streams": [attempt.file("stdout"), attempt.file("stderr")],
                "window": window, "max_output": max_output, "collect": {**gather, "mark": mark} if gather else None}
         await asyncio.to_thread(add, through.sent, "job.json", json.dumps(job).encode())
-        started = "; ".join([*swept, f"exec {inside('attempt', attempt.incoming)}"])
+        started: str | Step = Step(("attempt", attempt.incoming), "; ".join(swept))
     else:
         steps = list(swept)
         if view is not None:
