@@ -246,3 +246,48 @@ def test_roots_made_per_loop_never_pile_up_feeds(tmp_path):
         assert watch.entries([evidence], []) == dict(sync.view([evidence], [], watch.cache))
     assert len(watch._followed) == MOST_FOLLOWED
     watch.close()
+
+
+def test_a_record_is_sealed_only_when_the_view_beyond_what_was_just_listed_is_as_recorded(tmp_path):
+    """`inside.py collect` seals the record (the next `place` lists nothing) only when the rest of the view,
+    listed again, is exactly as recorded: a file changed, added or removed there, even by a mode, breaks it;
+    the writable roots, listed just before, are not looked at again."""
+    from hoh.envs import inside
+
+    inputs, project = tmp_path / "inputs", tmp_path / "project"
+    for root in (inputs, project):
+        (root / "sub").mkdir(parents=True)
+        (root / "sub" / "a.txt").write_text("a")
+    roots = [str(inputs), str(project)]
+    record = lambda: {"roots": roots, "keys": {**inside.listing(str(inputs)), **inside.listing(str(project))}}  # noqa: E731
+
+    held = record()
+    (project / "new.txt").write_text("the role's")  # under a root listed just now: not this check's
+    assert inside.unchanged(held, [str(project)])
+    for change in (lambda: os.chmod(inputs / "sub" / "a.txt", 0o600), lambda: (inputs / "b.txt").write_text("b"),
+                   lambda: (inputs / "sub" / "a.txt").unlink()):
+        held = record()
+        change()
+        assert not inside.unchanged(held, [str(project)])
+    assert not inside.unchanged({"roots": roots, "keys": {}}, [str(project)])  # an empty record: nothing matches
+
+
+def test_only_hoh_s_own_processes_leave_a_view_alone(tmp_path):
+    """A record is sealed only where nothing but hoh's own processes lives (an init, hoh's server by its pid and
+    start time, zombies): any other process could still change the view after it was listed."""
+    from hoh.envs import inside
+
+    def process(pid: int, state: str, start: int) -> None:
+        (tmp_path / str(pid)).mkdir()
+        fields = [state, "1", *["0"] * 17, str(start)]  # the 3rd field of a stat line on; the 22nd its start
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (a) name) {' '.join(fields)}\n")
+
+    process(1, "S", 10)
+    process(40, "S", 500)
+    process(77, "Z", 900)
+    (tmp_path / "self").mkdir()
+    assert inside.alone({"1", "40/500"}, proc=str(tmp_path))
+    assert not inside.alone({"1", "40/501"}, proc=str(tmp_path))  # its pid, another start: not the server
+    assert not inside.alone({"1"}, proc=str(tmp_path))
+    process(41, "D", 600)  # being killed, not dead yet
+    assert not inside.alone({"1", "40/500"}, proc=str(tmp_path))

@@ -17,7 +17,10 @@ to an entry changes its key.
                         way to the view.
     collect OUT EXPECT ROOT...   after the attempt: what changed in each writable ROOT since the record, as
                         OUT/changes.jsonl (deletions first, then entries, files copied as OUT/files/N), and
-                        `collected={"held": SHA, "believed": BOOL}`.
+                        `collected={"held": SHA, "believed": BOOL}`. Run by `attempt` once every process the
+                        attempt left is killed, where nothing but the environment's own processes is left, it
+                        lists the rest of the view too and, found as recorded, seals the record: no process is
+                        left that could change the view, so the next `place` need not list it.
     pack DIR            DIR as a tar on stdout.
     attempt DIR         a whole attempt in one `exec` (`channel.py`): hoh's tar on stdin into DIR, its
                         `job.json` read, the view placed, the attempt's files moved into place, its supervisor
@@ -60,12 +63,14 @@ def key(st):
     return [kind, stat.S_IMODE(mode), st.st_ino, st.st_ctime_ns, st.st_size]
 
 
-def listing(root):
-    """path -> key of the root and everything under it, never following a link."""
+def listing(root, skip=()):
+    """path -> key of the root and everything under it, never following a link; nothing at or under `skip`."""
     found = {}
     try:
         st = os.lstat(root)
     except OSError:
+        return found
+    if root in skip:
         return found
     found[root] = key(st)
     stack = [root] if stat.S_ISDIR(st.st_mode) else []
@@ -76,6 +81,8 @@ def listing(root):
         except OSError:
             continue
         for entry in entries:
+            if entry.path in skip:
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -198,7 +205,9 @@ def place(plan_dir, expect):
     if expect == "-":
         for root in plan["roots"]:
             remove(root)
-    for root in held["roots"]:  # what a role changed since hoh's record: removed, and sent again
+    # A sealed record was listed whole after the last attempt here, with no process left that could change the
+    # view (`collect`): nothing has run here since but hoh's steps, so the view is still what it says.
+    for root in [] if held.pop("sealed", False) else held["roots"]:  # what a role changed: removed, sent again
         now = listing(root)
         changed = [p for p, k in now.items() if keys.get(p) != k]
         changed += [p for p in keys if under(p, root) and p not in now]
@@ -247,11 +256,15 @@ def place(plan_dir, expect):
     return 0, digest
 
 
-def collect(out, expect, roots):
+def collect(out, expect, roots, keep=None):
+    """`keep` (the environment's own processes, after a sweep): where no other process is left alive here, the
+    rest of the view is listed too and, found as recorded, the record is sealed (`place` need not list it)."""
     held = read_held(expect)
     believed = held is not None
     if held is None:  # a record a role rewrote: everything writable comes back as if new
         held = {"roots": roots, "keys": {}}
+    held.pop("sealed", None)
+    sealable = believed and keep is not None and alone(keep)  # before listing: nothing can change it after
     keys = held["keys"]
     os.makedirs(os.path.join(out, "files"), exist_ok=True)
     deletions, puts, count = [], [], 0
@@ -280,8 +293,38 @@ def collect(out, expect, roots):
     with open(os.path.join(out, "changes.jsonl"), "w") as fh:
         for change in deletions + puts:
             fh.write(json.dumps(change) + "\n")
+    if sealable and unchanged(held, roots):
+        held["sealed"] = True
     print("collected=" + json.dumps({"held": write_held(held), "believed": believed}))
     return 0
+
+
+def unchanged(held, listed):
+    """The view's roots, but the roots `listed` just now, are as the record says."""
+    skip, tops = set(listed), tuple(root.rstrip("/") + "/" for root in listed)
+    now = {}
+    for root in held["roots"]:
+        if root not in skip and not root.startswith(tops):
+            now.update(listing(root, skip))
+    keys = held["keys"]
+    rest = sum(1 for p in keys if p not in skip and not p.startswith(tops))
+    return rest == len(now) and all(keys.get(p) == k for p, k in now.items())
+
+
+def alone(keep, proc="/proc"):
+    """No process is alive here but this one and `keep` (pids, or `pid/start time`: hoh's server)."""
+    me = str(os.getpid())
+    for name in os.listdir(proc):
+        if not name.isdigit() or name == me or name in keep:
+            continue
+        try:
+            with open("%s/%s/stat" % (proc, name)) as fh:
+                fields = fh.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # ended
+        if fields[0] != "Z" and "%s/%s" % (name, fields[19]) not in keep:
+            return False
+    return True
 
 
 def unpack(into):
@@ -395,7 +438,7 @@ def attempt(incoming):
     left = [line for line in quietly(gather["steps"]).splitlines() if line.startswith("left=")]
     print(left[0] if left and digits(left[0][5:]) else "left=0", flush=True)
     if gather["roots"] is not None:
-        collect(gather["out"], digest or "?", gather["roots"])
+        collect(gather["out"], digest or "?", gather["roots"], set(gather["keep"]))
     sys.stdout.write("\n%s\n" % gather["mark"])
     return pack(gather["outgoing"])
 

@@ -67,7 +67,8 @@ class Move:
             return {"steps": self.collect_steps(max_output, keep), "roots": None, "out": None,
                     "outgoing": self.attempt.outgoing}
         return {"steps": stream_steps(self.attempt, max_output, keep), "roots": list(map(str, self.writable)),
-                "out": f"{self.attempt.outgoing}/writable", "outgoing": self.attempt.outgoing}
+                "out": f"{self.attempt.outgoing}/writable", "outgoing": self.attempt.outgoing,
+                "keep": list(map(str, keep))}
 
     def placed(self, report: dict) -> list[str]:
         assert self.held is not None
