@@ -5,14 +5,15 @@ what hoh knows the environment holds (`Held`, by content), and gets back only wh
 paths. Both sides keep the same record: hoh the content of every entry it put there or took back, the
 environment (`inside.HELD`) each entry's stat key, which hoh's script checks against the sha256 hoh kept of it.
 
-Why a root role cannot make hoh accept a stale or planted file: before anything is placed, every process an
-attempt left is killed (but the container's init and hoh's server, neither of which a role can trace:
-`harbor_env.UNTRACEABLE_INIT`, `serve.py`; so no code of a role outlives the kill inside them), hoh's programs
-are put in afresh, and the engine (not the container) is asked what changed outside hoh's paths (`verify.py`: a
-changed python3 or libc replaces the environment). Then hoh's own script, sent with the call, lists the view and compares every entry's key with the record whose sha256 hoh
-holds: whatever a role changed, added or removed there (a ctime no process can set back) is removed and sent
-again, and journaled. That listing is done once the attempt before was collected instead (a sealed record), when
-no process but the environment's own was left alive then: nothing could change the view after it. What comes back is listed by the same script after the same kill, applied here entry by
+Why a root role cannot make hoh accept a stale or planted file: before anything is placed, every process an attempt
+left is killed (but the container's init and hoh's server, neither of which a role can trace:
+`harbor_env.UNTRACEABLE_INIT`, `serve.py`; so no code of a role outlives the kill inside them), hoh's programs are
+put in afresh, and the engine (not the container) is asked what changed outside hoh's paths (`verify.py`: a changed
+python3 or libc replaces the environment). Then hoh's own script, sent with the call, lists the view and compares
+every entry's key with the record whose sha256 hoh holds: whatever a role changed, added or removed there (a ctime
+no process can set back) is removed and sent again, and journaled. That listing is done once the attempt before was
+collected instead (a sealed record), when no process but the environment's own was left alive then: nothing could
+change the view after it. What comes back is listed by the same script after the same kill, applied here entry by
 entry (`apply`): deletions, then regular files, directories and links, never a special file or a setuid bit, never
 through a link; paths another owner keeps (`keep`) are left alone. Only Docker and Podman containers, which hoh can
 ask this way, keep a view between attempts; elsewhere every attempt gets a fresh copy (`transfer.py`).
