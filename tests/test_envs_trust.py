@@ -319,13 +319,13 @@ REACH = ("for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null "
          "|| echo environ-denied >> reach.txt; done; true")
 
 
-def built_in_docker(harbor, tmp_path: Path, first: str) -> Path:
-    """A one-loop build in Docker whose Developer runs `first` before its other actions; its workspace."""
-    script = mini_script(1)
+def built_in_docker(harbor, tmp_path: Path, first: str, loops: int = 1) -> Path:
+    """A build in Docker whose Developer runs `first` before its other actions in loop 1; its workspace."""
+    script = mini_script(loops)
     script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": first})
     spec = write_project(tmp_path, script)
     ws = tmp_path / "ws"
-    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "1", "-w", ws, "-q", *ENV)
+    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", str(loops), "-w", ws, "-q", *ENV)
     assert built.returncode == 0, built.stderr
     return ws
 
@@ -383,12 +383,7 @@ def test_a_role_cannot_reach_into_hoh_s_server(harbor, tmp_path):
 def test_a_role_that_kills_hoh_s_server_loses_only_its_own_attempt(harbor, tmp_path):
     """Killing hoh's server fails the step it served (the Developer's attempt, as an `exec` that died would): the
     attempt runs again by an `exec` per step, the daemon the role left is killed first, and the run goes on."""
-    script = mini_script(2)
-    script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": KILL_SERVER})
-    spec = write_project(tmp_path, script)
-    ws = tmp_path / "ws"
-    built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", "2", "-w", ws, "-q", *ENV)
-    assert built.returncode == 0, built.stderr
+    ws = built_in_docker(harbor, tmp_path, KILL_SERVER, loops=2)
     events = journal(ws)
     [failed] = [e for e in events if e["event"] == "transient_failure"]
     assert (failed["loop"], failed["role"]) == (1, "developer")
