@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..harness.process import inherited
 from . import verify
 from .session import Session
 from .sync import SOURCE
@@ -89,7 +88,7 @@ class Channel:
         if isinstance(command, Step):
             command = command.shell
         argv = [*self.engine, "exec", *(["-i"] if stdin else []), self.container, "bash", "-c", command]
-        env = inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR", prefixes=("DOCKER_", "CONTAINER"))
+        env = verify.engine_env()
         with open(stdin or os.devnull, "rb") as source, open(stdout, "wb") as sink:
             process = await asyncio.create_subprocess_exec(*argv, stdin=source, stdout=sink,
                                                            stderr=asyncio.subprocess.PIPE, env=env)

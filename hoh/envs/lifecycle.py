@@ -173,10 +173,8 @@ class EnvironmentLife:
                 self.programs.update(forwarder)
             if self.spec.network and not self.spec.closed and self.adapter.upstream() and not self.key_inside:
                 self.gateway = self._run(gateway_of(env), 120)
-            if self.container is not None and self.python and channel.usable(env, self.container, True):
-                engine = verify.engine_of(env)
-                assert engine is not None
-                self.session = self._run(Session.open(engine, self.container), OPEN_TIMEOUT + 10)
+            if self.python and (found := channel.usable(env, self.container, True)) is not None:
+                self.session = self._run(Session.open(found.engine, found.container), OPEN_TIMEOUT + 10)
             self.ready = True
         except EnvironmentUnavailable:
             raise

@@ -14,8 +14,8 @@ import json
 import struct
 from pathlib import Path
 
-from ..harness.process import inherited
 from . import serve
+from .verify import engine_env
 from .sync import SOURCE
 
 TAIL = 'if __name__ == "__main__":'
@@ -37,10 +37,9 @@ class Session:
     async def open(cls, engine: tuple[str, ...], container: str) -> "Session | None":
         """The server started in `container`; None where it cannot run or cannot make itself one no role reaches."""
         argv = [*engine, "exec", "-i", container, "python3", "-I", "-c", SERVER_SOURCE]
-        env = inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR", prefixes=("DOCKER_", "CONTAINER"))
         process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
                                                        stdout=asyncio.subprocess.PIPE,
-                                                       stderr=asyncio.subprocess.DEVNULL, env=env)
+                                                       stderr=asyncio.subprocess.DEVNULL, env=engine_env())
         assert process.stdout is not None
         try:
             hello = (await asyncio.wait_for(process.stdout.readline(), OPEN_TIMEOUT)).decode(errors="replace").split()

@@ -55,11 +55,15 @@ def engine_of(env: "BaseEnvironment") -> tuple[str, ...] | None:
     return engine or None
 
 
+def engine_env() -> dict[str, str]:
+    """What of hoh's environment the engine's client is given: its PATH and its own settings, nothing else."""
+    return inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR", prefixes=("DOCKER_", "CONTAINER"))
+
+
 async def _ask(engine: tuple[str, ...], *args: str) -> str:
     process = await asyncio.create_subprocess_exec(*engine, *args, stdin=asyncio.subprocess.DEVNULL,
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                   env=inherited("PATH", "HOME", "XDG_RUNTIME_DIR", "TMPDIR",
-                                                                 prefixes=("DOCKER_", "CONTAINER")))
+                                                   env=engine_env())
     try:
         out, err = await asyncio.wait_for(process.communicate(), TIMEOUT)
     except asyncio.TimeoutError:
