@@ -12,7 +12,7 @@ from .store.journal import Journal, RunHistory
 
 if TYPE_CHECKING:
     from .config import HohConfig
-    from .envs.pool import Given
+    from .envs.registry import Given
     from .runtime.loop import Notify, RunReport
 
 # The Runtime (prompts, schemas, adapters) is imported by build and resume only, and the config's pydantic
@@ -30,11 +30,11 @@ def build(spec: Path, workspace: Path, config: HohConfig, *, force: bool = False
     from .store.workspace import create_workspace
     prepare_adapters(config)  # every role's CLI, and a cost budget's prices, before anything is created
     if not config.environment.local:
-        from .envs.harbor_env import preflight
+        from .envs import registry
         from .harness.keys import withheld
         from .runtime.hooks import key_names
         with withheld(key_names(config)):  # Harbor's checks start its engine's clients with hoh's environment
-            preflight(config.environment)  # the environment's class and its engine, before anything is created
+            registry.check(config)  # the environment's class and its engine, before anything is created
     ws = create_workspace(Path(workspace), Path(spec), config, force=force,
                           project=Path(project) if project is not None else None)
     # The workspace's config is the frozen one (the scripted agent's script is its copy in the

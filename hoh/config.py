@@ -249,7 +249,7 @@ class LimitsConfig(_Model):
 
 
 class SandboxConfig(_Model):
-    """The OS jail every role attempt runs in (see hoh/harness/jail.py)."""
+    """The OS jail every role attempt runs in (see hoh/envs/local/jail.py)."""
 
     mode: Literal["bwrap", "off"] = "bwrap"
     """`bwrap`: each attempt in a bubblewrap jail (no capabilities, a root filesystem of what the role needs,

@@ -16,7 +16,7 @@ from hoh.config import HarnessConfig
 from hoh.errors import HarnessUnavailable
 from hoh.harness import registry
 from hoh.harness.attempt import Outcome, RoleRequest
-from hoh.harness.egress_policy import PLACEHOLDER_KEY
+from hoh.harness.sandbox import PLACEHOLDER_KEY
 from hoh.harness.secrets import redact_files
 
 STREAMS = REPO / "tests" / "data" / "harness_streams"

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_hoh
 
-from hoh.usage import Usage
 from hoh.harness.process import call
 from hoh.markers import fact_line, find_fact, find_role_marker, role_marker
 from hoh.resources import schema_errors
 from hoh.store import events as ev
 from hoh.store.journal import Journal, RunHistory
+from hoh.usage import Usage
 
 PACKAGE = REPO / "hoh"
 
@@ -153,7 +153,7 @@ def test_a_corrupt_past_qa_report_is_one_line_naming_the_file(tmp_path):
 
 
 def test_the_recorder_has_no_command_line_of_its_own():
-    # It drives every CLI through registry.create(...).run(...): the argv is the adapter's.
+    # It drives every CLI through registry.create(...) and envs.attempt.run_attempt: the argv is the adapter's.
     constants = string_constants(PACKAGE / "testing" / "mock_llm" / "record.py")
     assert not constants & {"exec", "--json", "run", "--format", "-p", "--mode", "--skip-git-repo-check"}
 
@@ -175,10 +175,10 @@ FLOORS = [
     {"hoh", "errors", "config", "fsutil", "paths", "plans", "markers", "resources", "usage", "records", "summary",
      "statuses", "terminal"},
     {"evidence", "harness"},
-    {"testing"},
     {"store"},
     {"transcript"},
     {"envs"},
+    {"testing"},
     {"runtime"},
     {"api"},
     {"harbor"},

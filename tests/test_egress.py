@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 import hoh
-from hoh.harness.jail import JailSpec, bwrap_argv
-from hoh.harness.network import shim_argv
-from hoh.harness.egress import (INSIDE_PORT, INSIDE_SOCKET, Decision, EgressPolicy, EgressProxy, Kind,
-                                inside_base_url, read_log)
+from hoh.envs.egress.proxy import (INSIDE_PORT, INSIDE_SOCKET, Decision, EgressPolicy, EgressProxy, Kind,
+                                   inside_base_url, read_log)
+from hoh.envs.egress.route import shim_argv
+from hoh.envs.local.jail import bwrap_argv
+from hoh.harness.sandbox import JailSpec
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "sk-real-secret-0123456789"
@@ -35,7 +36,7 @@ PROXY_AUTH = "Proxy-Authorization: Basic " + base64.b64encode(f"hoh:{TOKEN}".enc
 """What a client given `http://hoh:TOKEN@host:port` as its proxy sends with every proxied request."""
 MASKED = "*" * len(KEY)
 """What the client sees of the key where an upstream echoes it back."""
-SHIM = [sys.executable, "-m", "hoh.harness.egress_shim"]
+SHIM = [sys.executable, "-m", "hoh.envs.egress.shim"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
@@ -316,7 +317,7 @@ def test_an_https_upstream_is_verified_and_gets_the_key(tmp_path, monkeypatch):
 
 
 def test_a_key_an_upstream_echoes_is_masked_also_when_split_across_chunks():
-    from hoh.harness.egress_mask import Masker
+    from hoh.envs.egress.mask import Masker
     mask = Masker((KEY.encode(),))
     chunks = [b"before " + KEY[:5].encode(), KEY[5:].encode() + b" and " + KEY.encode()[:-1], KEY.encode()[-1:] + b" end"]
     out = b"".join(mask.feed(c) for c in chunks) + mask.flush()
@@ -324,7 +325,7 @@ def test_a_key_an_upstream_echoes_is_masked_also_when_split_across_chunks():
 
 
 def test_every_spelling_of_the_key_is_masked_wherever_two_reads_cut_it():
-    from hoh.harness.egress_mask import Masker, spellings
+    from hoh.envs.egress.mask import Masker, spellings
     key = KEY.encode()
     spelled = [base64.b64encode(b"x" * pad + key) for pad in range(3)] + [
         base64.urlsafe_b64encode(b"x" * pad + key + b"?>") for pad in range(3)] + [key.hex().encode(), key]
@@ -342,7 +343,7 @@ def test_a_compressed_body_is_decoded_as_it_streams_and_a_coding_hoh_cannot_read
     import gzip
     import zlib
 
-    from hoh.harness.egress_mask import CorruptBody, Decoder, UnreadableCoding, content_codings
+    from hoh.envs.egress.mask import CorruptBody, Decoder, UnreadableCoding, content_codings
     body = json.dumps({"echo": KEY}).encode() * 50
     raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     for codings, data in ((["gzip"], gzip.compress(body)), (["x-gzip"], gzip.compress(body)),
@@ -449,9 +450,9 @@ def test_the_policy_matches_hosts_and_keeps_its_key_out_of_sight():
 
 
 def test_the_shim_imports_only_the_standard_library():
-    code = "import sys, hoh.harness.egress_shim; print(sorted(m for m in sys.modules if m.startswith('hoh')))"
+    code = "import sys, hoh.envs.egress.shim; print(sorted(m for m in sys.modules if m.startswith('hoh')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, check=True).stdout
-    assert out.strip() == "['hoh', 'hoh.harness', 'hoh.harness.egress_shim']"
+    assert out.strip() == "['hoh', 'hoh.envs', 'hoh.envs.egress', 'hoh.envs.egress.shim']"
 
 
 @pytest.mark.parametrize("args", [
@@ -465,7 +466,7 @@ def test_the_shim_imports_only_the_standard_library():
 def test_the_shim_refuses_bad_arguments_in_one_line(args, tmp_path):
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(tmp_path / "s"))
-    script = REPO / "hoh" / "harness" / "egress_shim.py"  # runnable as a plain script, too
+    script = REPO / "hoh" / "envs" / "egress" / "shim.py"  # runnable as a plain script, too
     proc = subprocess.run([sys.executable, str(script), *[str(tmp_path / "s") if a == "SOCK" else a for a in args]],
                           capture_output=True, text=True, timeout=10)
     sock.close()
@@ -553,7 +554,7 @@ def test_a_jailed_cli_reaches_the_model_only_through_the_egress(upstream, tmp_pa
 
 
 def test_the_socket_dirs_of_killed_runs_are_swept_and_live_ones_kept(monkeypatch):
-    from hoh.harness import network
+    from hoh.envs.egress import route as network
     tmp_path = Path(tempfile.mkdtemp(prefix="hoh-t-", dir="/tmp"))  # short: socket dirs live under 60 bytes
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.Popen(["true"])

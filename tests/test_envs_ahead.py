@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hoh.envs.executor import RoleEnvironment
 from hoh.envs.harbor_env import EnvironmentSpec
 from hoh.envs.idle import Ahead, Idle, following
+from hoh.envs.role import RoleEnvironment
 from hoh.errors import EnvironmentUnavailable
 
 

@@ -19,8 +19,8 @@ from conftest import mini_script, run_hoh, wait_for
 from harbor_env import BASE_IMAGE, INTO_INIT, harbor, journal, sessions  # noqa: F401 - harbor is a fixture
 from test_envs import no_container_left, running_role, write_project  # noqa: F401 - an autouse fixture
 
+from hoh.envs.egress.policy import Decision, Kind, read_log
 from hoh.envs.verify import expected
-from hoh.harness.egress_policy import Decision, Kind, read_log
 
 ENV = ("--env", "docker", "--env-image", BASE_IMAGE)
 

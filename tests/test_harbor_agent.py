@@ -19,7 +19,7 @@ from harbor_env import EXAMPLES, Trial, bare_task, copy_task, harbor, image_has 
 from hoh import api
 from hoh.bench.results import trial_results
 from hoh.config import HohConfig
-from hoh.harness.egress import PLACEHOLDER_KEY
+from hoh.harness.sandbox import PLACEHOLDER_KEY
 from hoh.store.journal import Journal, RunHistory
 from hoh.testing.demo_mock import mock_script
 from hoh.testing.mock_llm import MockLLM

@@ -12,8 +12,8 @@ import pytest
 
 from hoh.config import HohConfig
 from hoh.envs.harbor_env import EventLoop
+from hoh.envs.local.executor import LOCAL
 from hoh.envs.pool import Environments, Given
-from hoh.harness.executor import LOCAL
 from hoh.harness.registry import create
 from hoh.paths import WorkspacePaths
 

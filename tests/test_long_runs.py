@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+
 import pytest
 from conftest import DEMO, Project, mini_loop, mini_script, run_hoh
 from test_budgets import attempts, events, metered, new_project, reference_run, status
@@ -282,9 +283,9 @@ def test_per_role_models_are_recorded_with_their_tokens_and_cost(tmp_path):
 
 def test_each_role_sees_only_its_own_harness_home(tmp_path):
     from hoh.config import apply_overrides
-    from hoh.store.journal import Journal
     from hoh.runtime.loop import Runtime
     from hoh.runtime.setup import role_adapters
+    from hoh.store.journal import Journal
     from hoh.store.workspace import create_workspace
     p = new_project(tmp_path, metered(1))
     config = apply_overrides(p.config(1), ["roles.planner.harness=pi", "roles.qa.harness=codex"])
@@ -298,7 +299,7 @@ def test_each_role_sees_only_its_own_harness_home(tmp_path):
         home.mkdir(parents=True)
     from dataclasses import replace
 
-    from hoh.harness.jail import bwrap_argv
+    from hoh.envs.local.jail import bwrap_argv
     for role, own in homes.items():
         jail = runtime.jobs._jail(role, [ws.paths.spec])
         argv = bwrap_argv(replace(jail, writable=(*jail.writable, own)), ["true"], own)  # as the runner adds it

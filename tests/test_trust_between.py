@@ -8,11 +8,10 @@ import sys
 import time
 
 import pytest
-
 from conftest import mini_script, run_hoh
 
+from hoh.envs.local.limits import _cgroup_dirs
 from hoh.fsutil import atomic_write_text
-from hoh.harness.limits import _cgroup_dirs
 from hoh.runtime.between import Continuity
 from hoh.runtime.guard import FileArea
 

@@ -29,7 +29,7 @@ import pytest
 import yaml
 from conftest import mini_script
 
-from hoh.harness.egress import Decision, EgressPolicy, EgressProxy, read_log
+from hoh.envs.egress.proxy import Decision, EgressPolicy, EgressProxy, read_log
 
 KEY = "sk-hoh/egress+key=~0123>>>456789:abc???def"
 """Its url-encodings differ from it, and its base64 holds + and / (the url-safe alphabet differs)."""

@@ -9,8 +9,8 @@ test_as_user.py, as a user.
 
 from __future__ import annotations
 
-import json
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from conftest import GREET, Project, run_hoh, wait_for
 
+from hoh.envs.base import Launch
+from hoh.envs.local.executor import LOCAL
 from hoh.evidence.checks import CheckRegister, CheckSpec, RunStatus
 from hoh.harness.attempt import RoleRequest
-from hoh.harness.executor import LOCAL, Launch
-from hoh.harness.jail import JailSpec, Network
-from hoh.harness.limits import Limits
+from hoh.harness.sandbox import JailSpec, Limits, Network
 from hoh.records import QaReport
 from hoh.runtime.replay import CheckRunner, admit
 
@@ -264,8 +264,8 @@ def test_the_programs_hoh_runs_on_this_machine_get_only_what_they_need_of_its_en
     the model's key and anything else of hoh's process do not."""
     from hoh.bench.jobs import _docker
     from hoh.envs.node import npm_install
-    from hoh.harness.capabilities import installed_version
     from hoh.harness import registries
+    from hoh.harness.capabilities import installed_version
     from hoh.harness.registries import npm_hosts
 
     bin_dir, seen = tmp_path / "bin", tmp_path / "seen"

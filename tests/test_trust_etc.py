@@ -1,4 +1,4 @@
-"""A jailed role sees no secret of the machine's /etc: only the allowlist of `hoh/harness/jail_etc.py`, nothing
+"""A jailed role sees no secret of the machine's /etc: only the allowlist of `hoh/envs/local/jail_etc.py`, nothing
 others cannot read, passwd and group without a hash, and what it needs still works (users, names, CAs, the
 timezone, git and python). Run as root and, by tests/test_as_user.py, as an unprivileged user.
 
@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from conftest import Project, mini_script, run_hoh
 
-from hoh.harness import jail_etc
-from hoh.harness.jail import SYSTEM_DIRS, JailSpec, Network, bwrap_argv
+from hoh.envs.local import jail_etc
+from hoh.envs.local.jail import SYSTEM_DIRS, bwrap_argv
+from hoh.harness.sandbox import JailSpec, Network
 
 ETC = Path("/etc")
 CA_BUNDLE = "ssl/certs/ca-certificates.crt"
@@ -252,9 +253,10 @@ def test_what_pip_conf_and_npmrc_configure_reaches_the_jail_without_their_creden
     """The jail shows neither pip.conf nor npmrc, so a jailed pip or npm would lose this machine's mirror and
     its CA file (a TLS-inspecting network): they come as the clients' variables instead, each URL without its
     user and password, a CA file only where the jail shows it."""
+    from hoh.envs.base import Launch
+    from hoh.envs.local.executor import LOCAL
     from hoh.harness import registries
     from hoh.harness.attempt import RoleRequest
-    from hoh.harness.executor import LOCAL, Launch
 
     token = f"hoh-index-secret-{secrets.token_hex(6)}"
     conf = tmp_path / "pip.conf"
@@ -290,7 +292,7 @@ def test_what_pip_conf_and_npmrc_configure_reaches_the_jail_without_their_creden
 def test_a_jailed_root_reads_no_firmware_table_or_serial_number(tmp_path):
     """/sys is shown read-only, but its root-only files (ACPI tables, DMI serial numbers) a jailed uid 0 would read
     as their owner: an empty directory stands over each."""
-    from hoh.harness.jail import FIRMWARE
+    from hoh.envs.local.jail import FIRMWARE
     shown = [d for d in FIRMWARE if Path(d).is_dir()]
     if not shown:
         pytest.skip("this machine's /sys shows no firmware directory")

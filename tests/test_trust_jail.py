@@ -10,8 +10,10 @@ from pathlib import Path
 
 from conftest import run_hoh
 
-from hoh.harness.jail import FIRMWARE, JailSpec, Network, bwrap_argv, identity
+from hoh.envs.attempt import run_attempt
+from hoh.envs.local.jail import FIRMWARE, bwrap_argv, identity
 from hoh.harness.pi import PiAdapter
+from hoh.harness.sandbox import JailSpec, Network
 
 
 def test_the_jail_drops_every_capability_and_shows_an_allowlist_not_the_machine(tmp_path):
@@ -133,11 +135,11 @@ def test_a_jail_that_fails_to_set_up_is_tried_again_and_then_reported_as_what_it
     adapter = registry.create(HarnessConfig(name="scripted", script=str(tmp_path / "script.yaml")))
     attempt = tmp_path / "attempt"
     attempt.mkdir()
-    result = adapter.run(_scripted_request(tmp_path, JailSpec(network=Network.none)), attempt)
+    result = run_attempt(adapter, _scripted_request(tmp_path, JailSpec(network=Network.none)), attempt)
     assert result.outcome is Outcome.ok and count.read_text().count("x") == 3
     count.write_text("")
     (fake_dir / "bwrap").write_text("#!/bin/sh\necho 'bwrap: Can not mount tmpfs on /newroot/x: No such file' >&2\nexit 1\n")
-    result = adapter.run(_scripted_request(tmp_path, JailSpec(network=Network.none)), attempt)
+    result = run_attempt(adapter, _scripted_request(tmp_path, JailSpec(network=Network.none)), attempt)
     assert result.outcome is Outcome.jail_error and "could not be set up (bwrap: Can not mount" in result.error
     assert result.outcome.transient  # rerun with backoff by the role runner before it costs an attempt
 
@@ -177,5 +179,5 @@ def test_links_a_role_left_in_its_home_are_gone_before_hoh_writes_there(tmp_path
     adapter = registry.create(HarnessConfig(name="scripted", script=str(tmp_path / "script.yaml")))
     attempt = tmp_path / "attempt"
     attempt.mkdir()
-    adapter.run(request, attempt)
+    run_attempt(adapter, request, attempt)
     assert not (request.home / ".pi").is_symlink() and list(outside.iterdir()) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import GREET, mini_script
 
-from hoh.harness.jail import JailSpec
+from hoh.harness.sandbox import JailSpec
 
 WRITE_EVERYTHING = ("echo hacked > greet.py; echo x > planted.txt; mkdir -p newdir && echo y > newdir/f; "
                     "rm -f greet.py; ln greet.py hardlink 2>/dev/null; chmod 777 greet.py; "

@@ -38,11 +38,11 @@ from typing import Callable
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from hoh.envs.local.executor import LOCAL  # noqa: E402
+from hoh.envs.local.jail import bwrap_argv  # noqa: E402
 from hoh.evidence.checks import CheckRegister, CheckSpec, Expect, Match, RunStatus, mismatch  # noqa: E402
 from hoh.harness.attempt import HOH_PACKAGE  # noqa: E402
-from hoh.harness.executor import LOCAL  # noqa: E402
-from hoh.harness.jail import JailSpec, Network, bwrap_argv  # noqa: E402
-from hoh.harness.limits import Limits  # noqa: E402
+from hoh.harness.sandbox import JailSpec, Limits, Network  # noqa: E402
 from hoh.runtime.replay import CheckRunner, replay  # noqa: E402
 
 PROJECT = {

@@ -13,12 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from ..config import HarnessConfig, HohConfig
+from ..envs.local import jail_etc
+from ..envs.local.jail import SYSTEM_DIRS, identity, probe
+from ..envs.local.limits import mechanism
 from ..errors import HarnessUnavailable
-from ..harness import jail_etc, registry
+from ..harness import registry
 from ..harness.attempt import RoleRequest
 from ..harness.capabilities import NO_SANDBOX
-from ..harness.jail import SYSTEM_DIRS, identity, probe
-from ..harness.limits import mechanism
 from ..harness.registries import registry_hosts
 from ..paths import ROLES
 

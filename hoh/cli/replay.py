@@ -38,7 +38,7 @@ def run(workspace: Path, loop: int | None, bisect: str | None, as_json: bool, en
         done = past.replay(loop if loop is not None else past.last_finished())
         added = {c["id"]: c.get("added", {}).get("loop") for c in past.register.checks}
         jailed = past.runner.jail is not None
-        where = past.environment.spec.name if past.environment is not None else "local"
+        where = past.place.name
     if as_json:
         print(json.dumps({**replay_json(done), "jailed": jailed, "environment": where}, indent=2), flush=True)
     else:

@@ -31,14 +31,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from ..harness.executor import CommandRecord, Execution, Queued
 from . import supervise, sync, transfer, verify
+from .base import CommandRecord, Execution, Queued
 from .channel import Step, add, pack, unpack, usable
 from .install import stage_programs
 from .moving import Move
 
 if TYPE_CHECKING:
-    from .executor import RoleEnvironment
+    from .role import RoleEnvironment
 
 SLACK_SECONDS = 2.0
 """Per run, beyond its own timeout, before hoh stops waiting for the batch's `exec`."""

@@ -2,7 +2,7 @@
 
 The CLI gets the proxy's address on the gateway and this attempt's token, which opens the proxy (reachable from
 more than this container) only until the attempt ends. A closed container reaches the proxy through a socket
-instead (`harness/network.attempt_egress`).
+instead (`egress/route.attempt_egress`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from ..errors import EnvironmentUnavailable
 from ..harness.attempt import RoleRequest
-from ..harness.egress import EgressPolicy, EgressProxy
-from ..harness.egress_policy import inside_base_url, proxy_url
+from .egress.policy import inside_base_url, proxy_url
+from .egress.proxy import EgressPolicy, EgressProxy
 
 if TYPE_CHECKING:
     from ..harness.base import HarnessAdapter

@@ -25,7 +25,7 @@ import yaml
 
 from ..config import EnvironmentConfig
 from ..errors import EnvironmentUnavailable
-from ..harness.egress_policy import INSIDE_SOCKET
+from .egress.policy import INSIDE_SOCKET
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment

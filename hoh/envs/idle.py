@@ -22,7 +22,7 @@ from . import verify
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
 
-    from .executor import RoleEnvironment
+    from .role import RoleEnvironment
 
 ORDER = ("planner", "developer", "qa")
 """The roles' turns in a loop; after QA's checks the next loop's Planner."""

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ..errors import EnvironmentUnavailable
-from ..harness import network
 from ..harness.attempt import HOH_PACKAGE
 from . import node
+from .egress import route as network
 from .elf import ElfNeeds, is_elf, read_needs
 from .supervise import ROOT, SUPERVISOR, SUPERVISOR_PATH
 

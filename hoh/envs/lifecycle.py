@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar
 
 from ..errors import EnvironmentUnavailable
-from ..harness.network import socket_dir
 from ..store import events as ev
 from ..store.hashcache import HashCache
 from . import channel, supervise, sync, verify
+from .egress.route import socket_dir
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, unscoped
 from .idle import CANNOT_PAUSE, CANNOT_THAW, Idle, set_paused, thawed
 from .install import Programs, gateway_of, install_forwarder, install_harness

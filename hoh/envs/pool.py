@@ -30,15 +30,16 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from ..config import HohConfig
 from ..fsutil import atomic_write_json
 from ..harness.base import HarnessAdapter
-from ..harness.executor import LOCAL, Executor
 from ..harness.process import start_ticks
 from ..paths import WorkspacePaths
 from ..store import events as ev
 from ..store.hashcache import HashCache
 from ..store.journal import Journal, RunHistory
-from .executor import RoleEnvironment
+from .base import Executor
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, preflight
 from .idle import Ahead
+from .local.executor import LOCAL
+from .role import RoleEnvironment
 from .viewwatch import ViewWatch
 
 if TYPE_CHECKING:

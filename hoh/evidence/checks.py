@@ -63,7 +63,7 @@ REFUSED_ENV = (
     EnvRule("hoh's own", ("HOH_",)),
 )
 """The variables a check's `env` may not set, by what they are, compared without case. A check's env is applied
-inside its jail only (`harness/jail.py`); these are refused besides, for every place a check may run (no jail
+inside its jail only (`envs/local/jail.py`); these are refused besides, for every place a check may run (no jail
 with `sandbox.mode: off`, a role environment): each makes a program run other code, find other programs or
 libraries, or reach the network another way. A check that needs one sets it in its command."""
 

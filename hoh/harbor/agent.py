@@ -37,7 +37,8 @@ from .. import api
 from ..config import HohConfig, TimeoutsConfig, apply_overrides, load_config
 from ..envs.harbor_env import EventLoop, one_line
 from ..envs.install import install_harness
-from ..envs.pool import Given
+from ..envs.registry import Given
+from ..envs.trial import TrialRole, environment_name, workdir_of
 from ..errors import HohError, TaskEnvironmentError, UsageError
 from ..fsutil import atomic_write_json, atomic_write_text, own_writes
 from ..harness import keys, registry
@@ -52,7 +53,6 @@ from . import budget
 from .context import fill_context
 from .endpoint import check_reachable, host_base_url
 from .loops import describe_loop, export_candidate, finished_loops, restore_project, ws_loop_status
-from .trialenv import TrialRole, environment_name, workdir_of
 
 SUMMARY_SCHEMA_VERSION = 2
 SETTLE_SECONDS = 120.0

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
 from ..usage import Usage
-from .jail import JailSpec
-from .limits import Limits
 from .quota import QUOTA_REGEX
+from .sandbox import JailSpec, Limits
 
 
 class Outcome(str, Enum):

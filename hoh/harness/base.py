@@ -2,32 +2,30 @@
 
 A harness is one non-interactive coding-agent CLI (codex, opencode, pi, ...). An adapter declares
 what its CLI can do (`capabilities`), turns a `RoleRequest` into argv + environment (`build_argv`,
-`env`: pure) and reads the CLI's event stream back into a `ParsedRun` (`parse_events`: pure). `run`
-joins them through the subprocess choke point. Adapters know nothing of loops, plans or ledgers. The
-values that cross this contract are in `attempt.py`.
+`env`: pure) and reads the CLI's event stream back into a `ParsedRun` (`parse_events`: pure); the one
+attempt pipeline joins them wherever the attempt runs (`hoh/envs/attempt.py`). Adapters know nothing of loops,
+plans, ledgers, or of the place their CLI runs in. The values that cross this contract are in `attempt.py`; what
+a request says of its jail and limits, in `sandbox.py`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable
 
 from ..config import HarnessConfig
 from ..errors import HarnessUnavailable
 from ..usage import Usage
+from . import keys
 from .attempt import (QUOTA_PATTERN, ErrorPattern, FrozenInput, HarnessResult, Outcome, ParsedRun, RoleRequest,
                       compile_patterns, json_events, outcome_of_message)
 from .capabilities import NO_SANDBOX, Capabilities, CostReport, installed_version
 from .entries import EntryKind, TranscriptEntry, entries_of_stream, generic_entries
-from . import keys
-from .executor import LOCAL, Executor, Launch
-from .jail import Network
-from .network import TOKEN_VARIABLE, proxy_env
 from .process import ProcessResult
-from .secrets import copy_credentials, known_secrets, redact, redact_files, scrub_attempt, unlink_links
+from .sandbox import TOKEN_VARIABLE, Network
+from .secrets import copy_credentials, known_secrets
 
 __all__ = ["QUOTA_PATTERN", "Capabilities", "CostReport", "EntryKind", "FrozenInput", "HarnessAdapter", "HarnessResult",
            "Outcome", "ParsedRun", "RoleRequest", "TranscriptEntry", "Usage", "compile_patterns", "copy_credentials",
@@ -131,7 +129,7 @@ class HarnessAdapter(ABC):
         (the real key never enters the role; the proxy puts it in the token's place, or drops the token before
         a key-less endpoint), else the key itself. A key-less endpoint with no proxy in front gets
         `PLACEHOLDER_KEY`, for a CLI that will not start without a key."""
-        from .egress import PLACEHOLDER_KEY
+        from .sandbox import PLACEHOLDER_KEY
         name = name or self.key_variable(request)
         if not name:
             return
@@ -222,47 +220,6 @@ class HarnessAdapter(ABC):
     def cwd(self, request: RoleRequest) -> Path:
         return request.workdir
 
-    def run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None = None,
-            executor: Executor = LOCAL) -> HarnessResult:
-        """One attempt, wherever `executor` runs it (this machine's jail, or a Harbor environment)."""
-        with executor.placed(self, request, attempt_dir) as request:
-            return self._run(request, attempt_dir, on_spawn, executor)
-
-    def launch(self, request: RoleRequest) -> Launch:
-        argv, env = self.build_argv(request), self.env(request)
-        if request.proxy_url:
-            env.update(proxy_env(request.proxy_url))
-        jail = request.jail
-        if jail is not None:
-            jail = dataclasses.replace(jail, read_only=(*jail.read_only, *self.jail_paths(request)))
-        return Launch(argv, self.cwd(request), env, self.stdin(request), jail)
-
-    def _run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None,
-             executor: Executor) -> HarnessResult:
-        if request.home is not None:
-            unlink_links(request.home)
-        self.prepare(request)
-        execution = executor.execute(self.launch(request), request, attempt_dir, on_spawn)
-        proc = execution.process
-        secrets = self.secrets(request)
-        scrub_attempt([proc.stdout_path, proc.stderr_path], request.home, secrets,
-                      keep=[copy for _source, copy in self.logins(request)])
-        if request.egress_token:  # dead now that the attempt is over, yet no file of hoh's keeps it
-            redact_files([proc.stdout_path, proc.stderr_path], [request.egress_token])
-            secrets = [*secrets, request.egress_token]
-        proc = dataclasses.replace(proc, stderr_excerpt=redact(proc.stderr_excerpt, secrets))
-        with open(proc.stdout_path, encoding="utf-8", errors="replace") as fh:
-            try:
-                parsed = self.parse_events(fh)
-            except Exception as err:  # noqa: BLE001 - an agent controls this stream; hoh must survive any of it
-                parsed = ParsedRun(error=f"unreadable event stream ({type(err).__name__})",
-                                   error_outcome=Outcome.crashed)
-        if execution.setup_error:
-            outcome, error = Outcome.jail_error, execution.setup_error
-        else:
-            outcome, error = self.classify(proc, parsed)
-        error = redact(error, secrets) if error else error
-        from .pricing import cost_usage
-        usage, source = cost_usage(parsed.usage, self.config, self.reported_cost_counts())
-        return HarnessResult(outcome, parsed.final_message, usage, parsed.tool_calls, parsed.session_id,
-                             proc.exit_code, proc.duration_s, error, parsed.denials, source)
+    def tidy(self, request: RoleRequest) -> None:
+        """After an attempt, wherever it ran: remove what the CLI itself leaves in the cwd that is not the role's
+        work (its own bookkeeping). Never the role's files."""

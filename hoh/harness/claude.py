@@ -17,14 +17,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from ..errors import HarnessUnavailable
 from .attempt import tool_label
-from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, HarnessResult, Outcome, ParsedRun,
-                   RoleRequest, Usage, compile_patterns, copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage,
+                   compile_patterns, copy_credentials, json_events)
 from .entries import EntryKind, TranscriptEntry, as_text, iso, opt_str, text_of_blocks
-from .executor import LOCAL, Executor
 from .process import call, inherited
 
 SANDBOX = {"sandbox": {"enabled": True, "failIfUnavailable": True, "autoAllowBashIfSandboxed": True,
@@ -130,9 +129,7 @@ class ClaudeAdapter(HarnessAdapter):
         user_dir = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
         return [(user_dir / ".credentials.json", self.config_dir(request) / ".credentials.json")]
 
-    def run(self, request: RoleRequest, attempt_dir: Path, on_spawn: Callable[[int], None] | None = None,
-            executor: Executor = LOCAL) -> HarnessResult:
-        result = super().run(request, attempt_dir, on_spawn, executor)
+    def tidy(self, request: RoleRequest) -> None:
         # The sandbox leaves an empty `.claude/.cc-writes/` in the cwd: its bookkeeping, not the
         # role's work (it would otherwise land in QA's evidence). Only empty dirs are removed.
         for leftover in (".claude/.cc-writes", ".claude"):
@@ -140,7 +137,6 @@ class ClaudeAdapter(HarnessAdapter):
                 (self.cwd(request) / leftover).rmdir()
             except OSError:
                 break
-        return result
 
     # ---- availability ------------------------------------------------------------------------
     def check_available(self) -> None:

@@ -13,10 +13,10 @@ from typing import Any, Iterable
 
 from ..fsutil import atomic_write_json
 from .attempt import input_target, tool_label
-from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest,
-                   Usage, compile_patterns, copy_credentials, json_events)
+from .base import (QUOTA_PATTERN, Capabilities, CostReport, HarnessAdapter, Outcome, ParsedRun, RoleRequest, Usage,
+                   compile_patterns, copy_credentials, json_events)
 from .entries import EntryKind, TranscriptEntry, as_text, iso_ms, opt_str, text_of_blocks
-from .egress_policy import PLACEHOLDER_KEY
+from .sandbox import PLACEHOLDER_KEY
 
 PROVIDER = "hoh"
 TOOLS = {"read-only": "read,grep,find,ls", "qa": "read,bash,edit,write,grep,find,ls", "write": "read,bash,edit,write"}

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config import HohConfig
+from ..envs.base import Executor
 from ..evidence.checks import BrokenCheck, CheckRegister, CheckSpec, RunStatus
 from ..evidence.ledger import Ledger
 from ..fsutil import atomic_write_json, sha256_file
-from ..harness.executor import Executor
-from ..harness.jail import JailSpec
-from ..harness.limits import Limits
+from ..harness.sandbox import JailSpec, Limits
 from ..paths import WorkspacePaths
 from ..records import Candidate, Plan, QaReport
 from ..store import events as ev

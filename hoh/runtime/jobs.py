@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from ..config import HohConfig
 from ..evidence.ledger import Ledger
-from ..harness.jail import JailSpec, Network
 from ..harness.registries import registry_hosts
+from ..harness.sandbox import JailSpec, Network
 from ..paths import WorkspacePaths
 from ..records import Candidate, Plan
 from ..resources import schema
 from ..store.git import History
+from ..store.hashcache import HashCache
 from ..store.journal import Journal
 from ..store.mirror import ProjectMirror
 from ..store.notes import Note
 from ..store.seal import SealedState
-from ..store.hashcache import HashCache
 from .guard import Area, FileArea, HistoryArea, JournalArea, MirrorArea, SealedArea, WorkTreeArea
 from .loopsview import LoopsView
 from .roles import RoleJob

@@ -14,17 +14,18 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping
 
+from ..envs import registry
+from ..envs.local.executor import LOCAL
+from ..envs.local.jail import require_jail
+from ..envs.local.limits import sweep as sweep_cgroups
+from ..envs.registry import Environments, Given
 from ..errors import RoleFailed, RunEnded
-from ..envs.pool import Environments, Given
 from ..evidence.index import build_index
 from ..evidence.ledger import Ledger
 from ..evidence.shortfall import shortfall
 from ..fsutil import atomic_write_json, atomic_write_text, copy_regular_tree, note_written, sha256_file
 from ..harness.base import HarnessAdapter
-from ..harness.jail import require_jail
 from ..harness.keys import withheld
-from ..harness.executor import LOCAL
-from ..harness.limits import sweep as sweep_cgroups
 from ..harness.process import reap
 from ..plans import single_task_plan
 from ..records import (Candidate, DeveloperReport, Plan, Preserved, QaReport, read_candidate, read_developer, read_plan,
@@ -32,20 +33,20 @@ from ..records import (Candidate, DeveloperReport, Plan, Preserved, QaReport, re
 from ..statuses import LoopStatus, RunStatus
 from ..store import events as ev
 from ..store import fold
-from ..store.journal import Journal, RunHistory
 from ..store.changefeed import FreezeFeed
+from ..store.journal import Journal, RunHistory
 from ..store.lock import WorkspaceLock
 from ..store.notes import Notes
 from ..store.seal import SealedState
 from ..store.workspace import Workspace
+from .checksteps import CheckSteps
 from .control import RunControl
 from .hooks import key_names, loop_summary
 from .jobs import JobFactory
-from .planmd import plan_markdown
 from .packages import Merged, ParallelDevelopers
+from .planmd import plan_markdown
 from .replay import Replay
 from .roles import RoleJob, RoleRunner
-from .checksteps import CheckSteps
 from .setup import check_sealed_state, clear_temp_files, pack_history, prepare_adapters, reconfigure, role_limits
 from .validate import MAX_EVIDENCE_FILE_BYTES
 
@@ -156,9 +157,9 @@ class Runtime:
             pack_history(workspace)
             sweep_cgroups()
             check_sealed_state(workspace, history)
-            environments = Environments(workspace.config, workspace.paths, journal, adapters,
-                                        warn=lambda message: notify("warning", message=message) if notify else None,
-                                        given=given)
+            environments = registry.places(workspace.config, workspace.paths, journal, adapters,
+                                           warn=lambda message: notify("warning", message=message) if notify else None,
+                                           given=given)
             try:
                 environments.check()
                 environments.stop_orphans(history)

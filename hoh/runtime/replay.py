@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..fsutil import note_written
+from ..envs.base import Execution, Executor, Launch, Queued
 from ..evidence.checks import CheckRegister, CheckSpec, RunStatus, env_problems, mismatch
+from ..fsutil import note_written
 from ..harness.attempt import RoleRequest
-from ..harness.executor import Execution, Executor, Launch, Queued
-from ..harness.jail import JailSpec, Network
-from ..harness.limits import Limits
+from ..harness.sandbox import JailSpec, Limits, Network
 from ..records import CheckResult, QaReport
 
 MAX_CHECK_OUTPUT = 4 * 2**20

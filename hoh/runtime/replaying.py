@@ -15,20 +15,17 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from ..errors import EnvironmentUnavailable, HohError, UsageError
+from ..envs.registry import replay_place, stop_replay_place
+from ..errors import HohError, UsageError
 from ..evidence.checks import CheckRegister, CheckSpec, RunStatus
-from ..harness.executor import LOCAL
-from ..harness.jail import JailSpec
+from ..harness.sandbox import JailSpec
 from ..records import Candidate, read_candidate
 from ..store.journal import Journal, RunHistory
 from ..store.workspace import Workspace
 from .replay import Check, CheckRunner, Replay, ReplayResult, with_reruns
-from .setup import role_limits
-
-if TYPE_CHECKING:
-    from ..envs.executor import RoleEnvironment
+from .setup import role_adapters, role_limits
 
 
 @dataclass(frozen=True)
@@ -68,37 +65,23 @@ class PastReplay:
         self.tmp = Path(tempfile.mkdtemp(prefix="hoh-past-replay-"))
         sandbox = ws.config.sandbox
         jail = None if sandbox.mode == "off" else JailSpec(tmp_bytes=sandbox.limits.tmp_mb * 2**20)
-        self.environment: "RoleEnvironment | None" = None
         name = ws.config.environment.name if where is None else where
-        if name != "local":
-            self.environment = self._environment(name, warn, where is not None)
-        self.runner = CheckRunner(self.environment or LOCAL, jail, role_limits(ws.config), self.tmp / "scratch")
-        self._views: dict[int, tuple[Path, int]] = {}
-
-    def _environment(self, name: str, warn: Callable[[str], None], where_given: bool) -> "RoleEnvironment":
-        """QA's environment, as a run makes it (its image, its limits), for this replay alone."""
-        from ..envs.pool import detached
-        from .setup import role_adapters
-        config = self.ws.config.model_copy(update={"environment": self.ws.config.environment.model_copy(
-            update={"name": name})})
+        hint = "" if where is not None else "; or replay on this machine with --env local"
         try:
-            return detached(config, self.paths.root, self.tmp, role_adapters(config)["qa"], warn)
-        except EnvironmentUnavailable as err:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            hint = "" if where_given else "; or replay on this machine with --env local"
-            raise EnvironmentUnavailable(f"{err}{hint}") from None
+            self.place = replay_place(ws.config, name, self.paths.root, self.tmp, role_adapters(ws.config)["qa"], warn,
+                                      hint)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
+        self.runner = CheckRunner(self.place, jail, role_limits(ws.config), self.tmp / "scratch")
+        self._views: dict[int, tuple[Path, int]] = {}
 
     def __enter__(self) -> "PastReplay":
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
-            if self.environment is not None:
-                from ..envs.pool import stop_detached
-                stop_detached(self.environment)
+            stop_replay_place(self.place)
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
 

@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..config import PolicyConfig, TimeoutsConfig
+from ..envs.attempt import run_attempt
+from ..envs.base import Executor
+from ..envs.local.executor import LOCAL
 from ..errors import QuotaExhausted, RunEnded
 from ..fsutil import atomic_write_json, atomic_write_text, sha256_file
 from ..harness.attempt import HarnessResult, Outcome, RoleRequest
 from ..harness.base import HarnessAdapter
-from ..harness.executor import LOCAL, Executor
-from ..harness.jail import JailSpec
-from ..harness.limits import Limits
 from ..harness.process import start_ticks
 from ..harness.quota import reset_time
+from ..harness.sandbox import JailSpec, Limits
 from ..paths import WorkspacePaths
 from ..store import events as ev
 from ..store.changefeed import ScanReason
@@ -217,8 +218,7 @@ class RoleRunner:
 
         backoff, waited, reruns, usage = list(self.backoff), 0.0, {"transient": 0, "quota": 0}, Usage()
         while True:
-            result = adapter.run(request, attempt_dir, on_spawn=spawned,
-                                 executor=self.executors.get(request.role, LOCAL))
+            result = run_attempt(adapter, request, attempt_dir, self.executors.get(request.role, LOCAL), spawned)
             usage = usage + result.usage
             result = replace(result, usage=usage)
             if result.outcome is Outcome.quota_exhausted:

@@ -8,12 +8,12 @@ import dataclasses
 import logging
 
 from ..config import HohConfig, apply_overrides, dump_config, role_harness
+from ..envs.local.jail import require_jail
 from ..errors import HarnessUnavailable, StateError, UsageError
 from ..fsutil import atomic_write_text, remove_temp_files
 from ..harness import registry
 from ..harness.base import HarnessAdapter
-from ..harness.jail import require_jail
-from ..harness.limits import Limits
+from ..harness.sandbox import Limits
 from ..paths import ROLES
 from ..store.gitrun import GitError
 from ..store.journal import RunHistory

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import HarnessConfig
+from ...envs.attempt import run_attempt
 from ...harness import registry
 from ...harness.attempt import HarnessResult, Outcome, RoleRequest
 from ...harness.pins import pinned_versions
@@ -126,7 +127,7 @@ def run_case(lab: Path, bins: Path, cli: str, case: str) -> dict[str, Any]:
                               workdir=run.work, access="write" if role == "developer" else "read-only",
                               home=run.home, wall_timeout=180, idle_timeout=90)
         try:
-            result = adapter.run(request, run.attempt_dir)
+            result = run_attempt(adapter, request, run.attempt_dir)
         finally:
             if nokey:
                 os.environ.pop("CLAUDE_CONFIG_DIR", None)

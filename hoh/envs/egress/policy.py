@@ -20,11 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .egress_mask import spellings
+from .mask import spellings
 
-PLACEHOLDER_KEY = "hoh-egress-placeholder-key"
-"""The key a CLI is given for a key-less endpoint that no proxy of hoh's stands in front of (Pi, for one,
-will not start without some key). Behind the proxy a CLI holds the attempt's token instead (`new_token`)."""
 TOKEN_PREFIX = "hoh-"
 INSIDE_PORT = 47613
 """Where the shim listens in the jail; the jail's own network namespace means it cannot clash."""

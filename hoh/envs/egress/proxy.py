@@ -2,7 +2,7 @@
 
 A jailed role has its own network namespace (`bwrap --unshare-net`): loopback only. Its way out is
 `EgressProxy`, in hoh's process outside the jail, on a unix socket the jail binds at `INSIDE_SOCKET`;
-`egress_shim` forwards the jail's 127.0.0.1:`INSIDE_PORT` to it. Without a jail the proxy listens on an
+`shim.py` forwards the jail's 127.0.0.1:`INSIDE_PORT` to it. Without a jail the proxy listens on an
 ephemeral 127.0.0.1 port instead, and the CLI still talks only to it.
 
 One request per connection (HTTP/1.1, closed after the response), served only when it carries the
@@ -33,10 +33,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .egress_handler import CONNECT_TIMEOUT, HEAD_TIMEOUT, STREAM_TIMEOUT, _Exchange, _Handler
-from .egress_policy import (CREDENTIAL_HEADERS, HOP_BY_HOP, INSIDE_PORT, INSIDE_SOCKET, PLACEHOLDER_KEY, Decision,
-                            EgressPolicy, EgressRecord, Kind, inside_base_url, new_token, proxy_url, read_log,
-                            split_hostport)
+from ...harness.sandbox import PLACEHOLDER_KEY
+from .handler import CONNECT_TIMEOUT, HEAD_TIMEOUT, STREAM_TIMEOUT, _Exchange, _Handler
+from .policy import (CREDENTIAL_HEADERS, HOP_BY_HOP, INSIDE_PORT, INSIDE_SOCKET, Decision, EgressPolicy, EgressRecord,
+                     Kind, inside_base_url, new_token, proxy_url, read_log, split_hostport)
 
 __all__ = ["CONNECT_TIMEOUT", "CREDENTIAL_HEADERS", "HEAD_TIMEOUT", "HOP_BY_HOP", "INSIDE_PORT", "INSIDE_SOCKET",
            "MAX_CONNECTIONS", "PLACEHOLDER_KEY", "STREAM_TIMEOUT", "Decision", "EgressPolicy", "EgressProxy",

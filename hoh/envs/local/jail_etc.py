@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fsutil import remove_dead_process_dirs
+from ...fsutil import remove_dead_process_dirs
 
 ETC = Path("/etc")
 """Where the shown entries come from (a test points it at a fixture tree); they appear at /etc in the jail."""

@@ -9,7 +9,7 @@ ledger, history.git, the lock and every key stay on hoh's side; the model is rea
 which adds the key.
 
 A networked role's container on a Compose engine (docker, podman) is closed: it has no network but its
-loopback, where hoh's forwarder (`egress_shim.py`, run by the image's python3 before the CLI) relays to the
+loopback, where hoh's forwarder (`egress/shim.py`, run by the image's python3 before the CLI) relays to the
 proxy's unix socket, bound in from this machine. So every connection it makes goes through the proxy's
 allow-list and into `egress.jsonl`, as a jailed role's do. An image without python3 cannot run the forwarder:
 its container is started again on a bridge network, with the proxy on the gateway, and the run says so once.
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from ..harness.attempt import ProgramSite, RoleRequest
-from ..harness.egress import PLACEHOLDER_KEY
-from ..harness.egress_policy import INSIDE_PORT, INSIDE_SOCKET
-from ..harness.executor import CommandRecord, Execution, Executor, Launch, Queued
-from ..harness.network import attempt_egress, proxy_env
+from ..harness.sandbox import PLACEHOLDER_KEY
 from . import supervise, sync, transfer, verify
+from .base import CommandRecord, Execution, Executor, Launch, Queued
 from .batch import run_batch
 from .channel import pack, usable
+from .egress.policy import INSIDE_PORT, INSIDE_SOCKET
+from .egress.route import attempt_egress, proxy_env
 from .gateway import through_gateway
 from .harbor_env import one_line
 from .install import FORWARDER, SITE, stage_programs

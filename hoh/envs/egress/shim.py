@@ -1,7 +1,7 @@
 """The inside end of hoh's egress: a forwarder on the jail's own loopback, then the harness CLI.
 
-    python -m hoh.harness.egress_shim --listen 127.0.0.1:PORT --socket /run/hoh/egress.sock -- ARGV...
-    python /path/to/egress_shim.py ...   (the same, as a plain script)
+    python -m hoh.envs.egress.shim --listen 127.0.0.1:PORT --socket /run/hoh/egress.sock -- ARGV...
+    python /path/to/shim.py ...   (the same, as a plain script)
 
 A jailed role has its own network namespace: loopback only. The shim listens on 127.0.0.1:PORT
 *before* anything else, so the CLI can connect from its first moment; a detached grandchild relays

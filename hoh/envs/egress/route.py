@@ -3,7 +3,7 @@ attempt, and the endpoint, token and proxy variables the CLI is given instead.
 
 - Jailed with `sandbox.network: egress`: the proxy listens on a unix socket that the jail binds in at
   `INSIDE_SOCKET`; the CLI talks to `http://127.0.0.1:INSIDE_PORT/…` on the jail's own loopback (the
-  forwarder of `egress_shim.py`), other hosts only through the proxy's allowlist (HTTPS_PROXY).
+  forwarder of `shim.py`), other hosts only through the proxy's allowlist (HTTPS_PROXY).
 - Unjailed (`sandbox.mode: off`), or jailed on the machine's network (`sandbox.network: shared`), with an
   endpoint: the proxy listens on hoh's own loopback, so the key still never enters the CLI's environment, its
   files or its transcripts.
@@ -27,20 +27,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from ..fsutil import remove_dead_process_dirs
-from .egress import INSIDE_PORT, INSIDE_SOCKET, EgressPolicy, EgressProxy, inside_base_url, proxy_url
-from .jail import Network
+from ...fsutil import remove_dead_process_dirs
+from ...harness.sandbox import Network
+from .proxy import INSIDE_PORT, INSIDE_SOCKET, EgressPolicy, EgressProxy, inside_base_url, proxy_url
 
 if TYPE_CHECKING:
-    from .attempt import RoleRequest
-    from .base import HarnessAdapter
+    from ...harness.attempt import RoleRequest
+    from ...harness.base import HarnessAdapter
 
-SHIM = Path(__file__).with_name("egress_shim.py")
+SHIM = Path(__file__).with_name("shim.py")
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
-TOKEN_VARIABLE = "HOH_EGRESS_TOKEN"
-"""Where a CLI of a key-less endpoint (no `api_key_env`) finds the token it sends as its key to hoh's proxy."""
-
-
 SOCKET_PREFIX = "hoh-egress-"
 
 

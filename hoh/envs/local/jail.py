@@ -14,7 +14,7 @@ A jailed role cannot undo its jail, as root too:
 - **its own PID, IPC, UTS and network namespaces**: it cannot see or signal hoh, everything it
   starts dies with the attempt (`--die-with-parent`), and its only way out of the network
   namespace is hoh's egress (`egress.py`): a unix socket bound in at `INSIDE_SOCKET` and a
-  forwarder on the jail's own loopback, started by `egress_shim.py` before the CLI.
+  forwarder on the jail's own loopback, started by `hoh/envs/egress/shim.py` before the CLI.
 
 hoh's guard still checks every protected area after the attempt: the jail blocks, the guard
 proves. With `sandbox.mode: off` the guard is all that is left.
@@ -27,16 +27,15 @@ import shutil
 import stat
 import sys
 import time
-from dataclasses import dataclass
-from enum import Enum
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ..errors import UsageError
+from ...errors import UsageError
+from ...harness.process import call
+from ...harness.sandbox import JailSpec, Network
 from . import jail_etc
-from .process import call
 
 SYSTEM_DIRS = (Path("/usr"), Path("/opt"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"), Path("/lib64"),
                Path("/libx32"))
@@ -50,56 +49,6 @@ their owner. An empty directory over each."""
 SHM_BYTES = 64 * 2**20
 JAIL_SETUP_RETRIES = 2
 """A bwrap that fails before the program starts (a mount that vanished mid-setup) is run again this often."""
-
-
-class Network(str, Enum):
-    """How a jailed role reaches the network (`sandbox.network`)."""
-
-    egress = "egress"
-    """Its own network namespace; out only through hoh's egress proxy (the model endpoint, plus the hosts
-    `sandbox.allow_hosts` gives that role), every connection logged."""
-    none = "none"
-    """Its own network namespace and no way out at all (a harness whose model runs in-process)."""
-    shared = "shared"
-    """The machine's network: everything on loopback and every abstract socket is reachable (opt-out)."""
-
-
-@dataclass(frozen=True)
-class JailSpec:
-    """What one role attempt may touch; nothing else of the machine exists inside."""
-
-    writable: tuple[Path, ...] = ()
-    """Bound read-write (the project for the Developer, the evidence dir for QA, the role's home)."""
-    read_only: tuple[Path, ...] = ()
-    """Bound read-only: the role's frozen inputs, the project or candidate it reads, extra tool dirs."""
-    hidden: tuple[Path, ...] = ()
-    """Empty directories over these, inside something bound (a workspace inside the project)."""
-    shown_as: tuple[tuple[Path, Path], ...] = ()
-    """(what, where): the directory `what` bound read-only at the path `where` (the Planner's view of
-    state/loops, `runtime/loopsview.py`, shown at state/loops)."""
-    network: Network = Network.egress
-    allow_hosts: tuple[str, ...] = ()
-    """Hosts the egress lets this role reach besides its model endpoint."""
-    tmp_bytes: int = 1024 * 2**20
-    """Size of the private /tmp."""
-    egress_socket: Path | None = None
-    """hoh's egress proxy socket, bound in at `INSIDE_SOCKET` (set by the adapter when it starts the proxy)."""
-
-    def writes_into(self, tree: Path) -> bool:
-        """Whether a role in this jail could change anything under `tree`: a writable bind is the tree, above
-        it, or inside it and not inside a hidden dir there (a workspace inside the project, hidden by a tmpfs
-        and left out of every scan of the project). A tree neither bound nor under a bind is not in the jail
-        at all; a read-only bind cannot be remounted without capabilities (`--cap-drop ALL`)."""
-        tree = tree.resolve()
-        hidden: list[Path] | None = None  # resolved only when a writable bind lies inside the tree
-        for w in (p.resolve() for p in self.writable):
-            if tree == w or tree.is_relative_to(w):
-                return True
-            if w.is_relative_to(tree):
-                hidden = [h.resolve() for h in self.hidden] if hidden is None else hidden
-                if not any(w.is_relative_to(h) and h.is_relative_to(tree) for h in hidden):
-                    return True
-        return False
 
 
 BWRAP_ENV: Mapping[str, str] = MappingProxyType({})
@@ -162,7 +111,7 @@ def bwrap_argv(spec: JailSpec, argv: list[str], cwd: Path, program: str | None =
     args += jail_etc.view(SYSTEM_DIRS, _under_etc(spec, cwd)).argv()
     args += _mounts(spec, program or argv[0], cwd)
     if spec.egress_socket is not None:
-        from .egress import INSIDE_SOCKET
+        from ..egress.proxy import INSIDE_SOCKET
         args += ["--ro-bind", str(spec.egress_socket), str(INSIDE_SOCKET)]
     # The jail's own root last: nothing can be created at its top level once every mount point exists.
     return [*args, "--remount-ro", "/", "--chdir", str(cwd), "--", *argv]

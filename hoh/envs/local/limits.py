@@ -15,24 +15,16 @@ import os
 import resource
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from ...harness.sandbox import Limits
 
 CGROUP_V2 = Path("/sys/fs/cgroup")
 CGROUP_V1 = {"processes": (Path("/sys/fs/cgroup/pids"), "pids.max"),
              "memory": (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes")}
 V2_FILES = {"processes": "pids.max", "memory": "memory.max"}
 _counter = itertools.count(1)
-
-
-@dataclass(frozen=True)
-class Limits:
-    processes: int | None = None
-    memory_bytes: int | None = None
-
-    def wanted(self) -> dict[str, int]:
-        return {k: v for k, v in (("processes", self.processes), ("memory", self.memory_bytes)) if v is not None}
 
 
 def _v2_controllers() -> set[str]:

@@ -15,12 +15,12 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import urlsplit
 
-from .egress_mask import CorruptBody, Decoder, Masker, UnreadableCoding, content_codings, mask_text
-from .egress_policy import CREDENTIAL_HEADERS, HOP_BY_HOP, Decision, EgressPolicy, EgressRecord, Kind, split_hostport
-from .egress_shim import BUFSIZE, relay
+from .mask import CorruptBody, Decoder, Masker, UnreadableCoding, content_codings, mask_text
+from .policy import CREDENTIAL_HEADERS, HOP_BY_HOP, Decision, EgressPolicy, EgressRecord, Kind, split_hostport
+from .shim import BUFSIZE, relay
 
 if TYPE_CHECKING:
-    from .egress import _Serving
+    from .proxy import _Serving
 
 _REMADE = frozenset({"host", "content-length", "expect"})  # set by the proxy for the next hop
 _REALM = 'realm="hoh egress"'

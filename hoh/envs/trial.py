@@ -12,13 +12,13 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..envs import transfer
-from ..envs.executor import RoleEnvironment
-from ..envs.harbor_env import one_line
-from ..envs.install import gateway_of
-from ..envs.supervise import ROOT
 from ..errors import EnvironmentUnavailable, TaskEnvironmentError
-from ..harness.executor import Execution, Launch
+from . import transfer
+from .base import Execution, Launch
+from .harbor_env import one_line
+from .install import gateway_of
+from .role import RoleEnvironment
+from .supervise import ROOT
 
 if TYPE_CHECKING:
     from harbor.environments.base import BaseEnvironment
