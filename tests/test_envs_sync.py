@@ -291,3 +291,16 @@ def test_only_hoh_s_own_processes_leave_a_view_alone(tmp_path):
     assert not inside.alone({"1"}, proc=str(tmp_path))
     process(41, "D", 600)  # being killed, not dead yet
     assert not inside.alone({"1", "40/500"}, proc=str(tmp_path))
+
+
+def test_a_server_whose_engine_client_cannot_start_leaves_plain_execs(tmp_path):
+    """No server (the steps go by an `exec` each, as before it existed), never an environment reported lost."""
+    import asyncio
+
+    from hoh.envs.session import Session
+    missing = tmp_path / "no-such-engine-client"
+    assert asyncio.run(Session.open((str(missing),), "some-container")) is None
+    script = tmp_path / "engine"  # starts, but is no server: says nothing and ends
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(0o755)
+    assert asyncio.run(Session.open((str(script),), "some-container")) is None

@@ -37,9 +37,12 @@ class Session:
     async def open(cls, engine: tuple[str, ...], container: str) -> "Session | None":
         """The server started in `container`; None where it cannot run or cannot make itself one no role reaches."""
         argv = [*engine, "exec", "-i", container, "python3", "-I", "-c", SERVER_SOURCE]
-        process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
-                                                       stdout=asyncio.subprocess.PIPE,
-                                                       stderr=asyncio.subprocess.DEVNULL, env=engine_env())
+        try:
+            process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
+                                                           stdout=asyncio.subprocess.PIPE,
+                                                           stderr=asyncio.subprocess.DEVNULL, env=engine_env())
+        except OSError:  # the engine's client could not be started now (no process slot, no memory): plain execs
+            return None
         assert process.stdout is not None
         try:
             hello = (await asyncio.wait_for(process.stdout.readline(), OPEN_TIMEOUT)).decode(errors="replace").split()

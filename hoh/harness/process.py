@@ -126,7 +126,8 @@ def run_process(
 
     `on_spawn(pid)` is called once the process exists, so a caller can record it and reap the
     group after its own crash (see `reap`). `preexec` runs in the child before it execs (an attempt's
-    cgroups and rlimits, `limits.py`); `pass_fds` stay open in it (the jail's environment, `jail.py`).
+    cgroups and rlimits, `envs/local/limits.py`); `pass_fds` stay open in it (the jail's environment,
+    `envs/local/jail.py`).
     """
     start = time.monotonic()
     stdout_path.parent.mkdir(parents=True, exist_ok=True)

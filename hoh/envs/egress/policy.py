@@ -103,7 +103,7 @@ class EgressPolicy:
 
     @cached_property
     def spellings(self) -> tuple[bytes, ...]:
-        """The key's spellings an upstream may echo (`egress_mask.spellings`); none without a key."""
+        """The key's spellings an upstream may echo (`mask.spellings`); none without a key."""
         return spellings(self.credential)
 
     def admits(self, value: str) -> bool:

@@ -11,12 +11,12 @@ attempt's token (`EgressPolicy.token`, fresh for every attempt; the proxy lives 
   query. The CLI holds the token where it would hold its key; the proxy puts the real key in its place in
   the credential headers, so no secret enters the jail (for a key-less endpoint it drops those headers).
   Without the token: 401. The response is streamed back as it arrives, the key masked in it in every
-  spelling, decoded first if it came compressed (`egress_mask`).
+  spelling, decoded first if it came compressed (`mask.py`).
 - `CONNECT host:port` tunnels and absolute-form `GET http://host/path`: the token in Proxy-Authorization
   (the proxy URL's userinfo) else 407, and only to `allow_hosts`, else 403.
 Each request or tunnel is one JSON line of the log (`EgressRecord`), the credential and the token never in it.
-The policy and the log's records are in `egress_policy` (this module re-exports them), one connection's
-handling in `egress_handler`.
+The policy and the log's records are in `policy.py` (this module re-exports them), one connection's
+handling in `handler.py`.
 Requests come from untrusted code: bounded header sizes and counts (http.server's), bounded live
 connections, and no error of theirs reaches hoh beyond an error response and a log line.
 """

@@ -13,7 +13,7 @@ A jailed role cannot undo its jail, as root too:
   `/dev/shm` are tmpfs of a bounded size;
 - **its own PID, IPC, UTS and network namespaces**: it cannot see or signal hoh, everything it
   starts dies with the attempt (`--die-with-parent`), and its only way out of the network
-  namespace is hoh's egress (`egress.py`): a unix socket bound in at `INSIDE_SOCKET` and a
+  namespace is hoh's egress (`hoh/envs/egress/proxy.py`): a unix socket bound in at `INSIDE_SOCKET` and a
   forwarder on the jail's own loopback, started by `hoh/envs/egress/shim.py` before the CLI.
 
 hoh's guard still checks every protected area after the attempt: the jail blocks, the guard
