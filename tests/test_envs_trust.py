@@ -382,12 +382,15 @@ def test_a_role_cannot_reach_into_hoh_s_server(harbor, tmp_path):
 
 def test_a_role_that_kills_hoh_s_server_loses_only_its_own_attempt(harbor, tmp_path):
     """Killing hoh's server fails the step it served (the Developer's attempt, as an `exec` that died would): the
-    attempt runs again by an `exec` per step, the daemon the role left is killed first, and the run goes on."""
+    attempt runs again by an `exec` per step, the daemon the role left is killed first, the kill is journaled as
+    tampering, and the run goes on."""
     ws = built_in_docker(harbor, tmp_path, KILL_SERVER, loops=2)
     events = journal(ws)
     [failed] = [e for e in events if e["event"] == "transient_failure"]
     assert (failed["loop"], failed["role"]) == (1, "developer")
     assert "hoh's server in the container ended" in failed["error"]
+    [killed] = [e for e in events if e["event"] == "environment_tampered" and e.get("server")]
+    assert killed["role"] == "developer" and killed["seq"] < failed["seq"]
     assert [e["status"] for e in events if e["event"] == "loop_finished"] == ["pass", "pass"]
     assert not (ws / "project" / "planted.txt").exists()
     assert len(sessions(ws)) == 3  # no environment was replaced: what hoh held there was never in doubt

@@ -67,6 +67,7 @@ def run_batch(where: "RoleEnvironment", runs: Sequence[Queued], deadline: float 
     try:
         return _batch(where, channel, move, attempts, runs, deadline, scratch)
     except (OSError, TimeoutError, RuntimeError, shutil.Error):
+        where._server_killed()
         with where._lock:  # what the environment holds is not known: the next attempt sends all of it
             where.held = None
         return none

@@ -257,9 +257,18 @@ class EnvironmentLife:
             shutil.rmtree(self.spec.dir, ignore_errors=True)
         return None
 
-    def _tampered(self, changes: list[str] | None = None, processes: int = 0) -> None:
+    def _tampered(self, changes: list[str] | None = None, processes: int = 0, server: bool = False) -> None:
         self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
-                                           changes=changes or [], processes=processes))
+                                           changes=changes or [], processes=processes, server=server))
+
+    def _server_killed(self) -> bool:
+        """Whether a role killed hoh's server: journaled once, and the environment goes on without it."""
+        session = self.session
+        if session is None or not session.lost:
+            return False
+        self.session = None
+        self._tampered(server=True)
+        return True
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """`coro` on the event loop, its execs in the environment carrying only what hoh gives each (`unscoped`)."""

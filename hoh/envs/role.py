@@ -135,6 +135,7 @@ class RoleEnvironment(EnvironmentLife, Executor):
             ran = self._start_attempt(env, move, launch, request, variables, argv, alone, scratch)
             self._collect(env, move, request, attempt_dir, alone, scratch, ran)
         except (OSError, TimeoutError, RuntimeError, shutil.Error) as error:
+            self._server_killed()
             for name in ("events.jsonl", "stderr.log"):
                 if not (attempt_dir / name).exists():
                     (attempt_dir / name).write_bytes(b"")

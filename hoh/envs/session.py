@@ -32,6 +32,9 @@ class Session:
         self._process, self._busy = process, False
         self.spared = f"{pid}/{started}"
         """How a sweep knows the server: its pid and its start time (`supervise.LIVE`)."""
+        self.lost = False
+        """It ended on its own while it served a step. Nothing of hoh's ends it so, and no role can reach into
+        it: a role killed it (journaled as tampering by the environment)."""
 
     @classmethod
     async def open(cls, engine: tuple[str, ...], container: str) -> "Session | None":
@@ -69,6 +72,7 @@ class Session:
             with open(stdout, "wb") as sink:
                 return await asyncio.wait_for(self._exchange(request, stdin, sink), timeout)
         except (asyncio.IncompleteReadError, ConnectionError) as err:
+            self.lost = True
             await _ended(self._process)
             raise OSError(f"hoh's server in the container ended ({type(err).__name__})") from None
         except BaseException:

@@ -172,9 +172,9 @@ class EnvironmentStopped(Event):
 
 @event
 class EnvironmentTampered(Event):
-    """Between two attempts, a role's environment was found changed where no attempt may leave anything (its
-    engine's diff, `hoh/envs/verify.py`), or with processes an attempt left running. Changed paths: replaced by
-    a fresh environment before the next attempt; processes: killed before it started."""
+    """A role's environment was found changed where no attempt may leave anything (its engine's diff,
+    `hoh/envs/verify.py`), with processes an attempt left running, or without hoh's server there. Changed paths:
+    replaced by a fresh environment before the next attempt; processes: killed before it started."""
 
     kind = "environment_tampered"
     role: str
@@ -182,6 +182,9 @@ class EnvironmentTampered(Event):
     changes: list[str] = field(default_factory=list)
     """The engine's lines for what changed ("C /usr/bin", "A /usr/bin/python3.real"), at most 20."""
     processes: int = 0
+    server: bool = False
+    """hoh's server in the container (`envs/session.py`) ended while it served the role's step: killed by the
+    role. The step failed and was run again by an `exec` of its own; the environment goes on without it."""
 
 
 @event
