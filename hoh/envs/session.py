@@ -33,8 +33,8 @@ class Session:
         self.spared = f"{pid}/{started}"
         """How a sweep knows the server: its pid and its start time (`supervise.LIVE`)."""
         self.lost = False
-        """It ended on its own while it served a step. Nothing of hoh's ends it so, and no role can reach into
-        it: a role killed it (journaled as tampering by the environment)."""
+        """It ended while it served a step, not by hoh's hand: a role killed it (or the kernel did, for the
+        container's memory). The environment journals it as tampering."""
 
     @classmethod
     async def open(cls, engine: tuple[str, ...], container: str) -> "Session | None":

@@ -183,8 +183,9 @@ class EnvironmentTampered(Event):
     """The engine's lines for what changed ("C /usr/bin", "A /usr/bin/python3.real"), at most 20."""
     processes: int = 0
     server: bool = False
-    """hoh's server in the container (`envs/session.py`) ended while it served the role's step: killed by the
-    role. The step failed and was run again by an `exec` of its own; the environment goes on without it."""
+    """hoh's server in the container (`envs/session.py`) ended while it served the role's step: the role killed
+    it (or the kernel did, for the container's memory). The step failed and was run again by an `exec` of its
+    own; the environment goes on without the server."""
 
 
 @event
