@@ -1,4 +1,4 @@
-"""`--env NAME`: what each name means, and the places it makes. The one way into `hoh/envs/` from above.
+"""`--env NAME`: what each name means, and the places it makes; every session and replay gets its places here.
 
     local            this machine: each attempt in its OS jail (`local/`), the same `LOCAL` for every role
     docker, podman   one warm environment per role, on Harbor's Compose environments, closed to the network
