@@ -261,14 +261,11 @@ class EnvironmentLife:
         self.record(ev.EnvironmentTampered(role=self.spec.role, session_id=self.spec.session_id,
                                            changes=changes or [], processes=processes, server=server))
 
-    def _server_killed(self) -> bool:
-        """Whether a role killed hoh's server: journaled once, and the environment goes on without it."""
-        session = self.session
-        if session is None or not session.lost:
-            return False
-        self.session = None
-        self._tampered(server=True)
-        return True
+    def _server_killed(self) -> None:
+        """A role that killed hoh's server is journaled once, and the environment goes on without the server."""
+        if self.session is not None and self.session.lost:
+            self.session = None
+            self._tampered(server=True)
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """`coro` on the event loop, its execs in the environment carrying only what hoh gives each (`unscoped`)."""

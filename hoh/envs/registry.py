@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 LOCAL_NAME = "local"
 
-__all__ = ["LOCAL", "LOCAL_NAME", "Environments", "Given", "check", "places", "replay_place", "stop_replay_place"]
+__all__ = ["LOCAL", "LOCAL_NAME", "Environments", "Given", "check", "places", "replay_place",
+           "stop_replay_place"]
 
 
 def check(config: HohConfig) -> None:
@@ -53,10 +54,11 @@ def places(config: HohConfig, paths: "WorkspacePaths", journal: "Journal",
     return Environments(config, paths, journal, adapters, warn=warn, given=given)
 
 
-def replay_place(config: HohConfig, name: str, root: Path, scratch: Path, adapter: "HarnessAdapter",
+def replay_place(config: HohConfig, name: str, root: Path, scratch: Path, qa: Callable[[], "HarnessAdapter"],
                  warn: Callable[[str], None], hint: str = "") -> Executor:
     """Where `hoh replay` runs a workspace's checks: `name` (the workspace's own environment, or `--env`), with
-    QA's image and limits; its files under `scratch`. Stop it with `stop_replay_place`.
+    QA's image and limits; its files under `scratch`. `qa` makes QA's adapter, for an environment only: a local
+    replay never needs the harness (a third party's that is gone since). Stop it with `stop_replay_place`.
 
     Raises:
         EnvironmentUnavailable: the environment cannot be made; `hint` is added to its one line.
@@ -65,7 +67,7 @@ def replay_place(config: HohConfig, name: str, root: Path, scratch: Path, adapte
         return LOCAL
     config = config.model_copy(update={"environment": config.environment.model_copy(update={"name": name})})
     try:
-        return detached(config, root, scratch, adapter, warn)
+        return detached(config, root, scratch, qa(), warn)
     except EnvironmentUnavailable as err:
         raise EnvironmentUnavailable(f"{err}{hint}") from None
 

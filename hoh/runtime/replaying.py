@@ -68,8 +68,8 @@ class PastReplay:
         name = ws.config.environment.name if where is None else where
         hint = "" if where is not None else "; or replay on this machine with --env local"
         try:
-            self.place = replay_place(ws.config, name, self.paths.root, self.tmp, role_adapters(ws.config)["qa"], warn,
-                                      hint)
+            self.place = replay_place(ws.config, name, self.paths.root, self.tmp,
+                                      lambda: role_adapters(ws.config)["qa"], warn, hint)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
