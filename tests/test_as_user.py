@@ -2,9 +2,11 @@
 
 As root a jailed role starts with every capability to drop; as a user bwrap builds the jail in a
 user namespace instead, and the host paths a hostile role aims at (/root, /etc) behave otherwise.
-Both must hold. `unprivileged.py` makes the user, its copy of the checkout and its venv; skipped when
-not root, failed instead of skipped when `HOH_CI` is set. `-k as_user` selects both tests; the long one
-(a few minutes) is `-k corpus_is_held`.
+Both must hold, and so must the environment cases (test_envs_trust.py), where hoh is the user and its roles
+are root in their containers. `unprivileged.py` makes the user, its copy of the checkout and its venv,
+`unprivileged_harbor.py` its Harbor venv and its way to the Docker engine; skipped when not root, failed
+instead of skipped when `HOH_CI` is set. `-k as_user` selects the tests; the long ones (a few minutes each)
+are `-k corpus_is_held` and `-k environment_cases`.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import unprivileged
+import unprivileged_harbor
+from harbor_env import harbor  # noqa: F401 - a fixture
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS_TIMEOUT = 1500
 """Only a hang should reach it: the corpus takes ~250 s on a quiet machine, and took over 720 s in CI, as the user,
 sharing two cores with CI's four workers (108 of 148 tests done, each still moving)."""
 MIN_PASSED = 40
+MIN_ENV_PASSED = 8
 TAIL_LINES = 60
 
 
@@ -62,17 +68,16 @@ def _summary(output: str) -> dict[str, int]:
     return {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in found}
 
 
-def test_as_user_the_hostile_corpus_is_held(as_user):
-    """The copy's pytest, as the user, on test_hostile.py and every test_trust_*.py: all held."""
-    files = ["tests/test_hostile.py", *sorted(str(p.relative_to(as_user.checkout))
-                                              for p in (as_user.checkout / "tests").glob("test_trust_*.py"))]
+def _pytest_as_user(as_user: unprivileged.UserEnv, files: list[str], min_passed: int,
+                    environ: Callable[[Path], dict[str, str]] | None = None) -> None:
+    """The copy's pytest on `files`, as the user: it exits 0, nothing failed or erred, `min_passed` passed."""
     tmpdir = as_user.tmpdir()
     # A short --basetemp: test paths plus a socket's name must fit in a unix socket address (108 bytes).
     argv = [as_user.python, "-m", "pytest", *files, "-q", "-x", "-p", "no:cacheprovider", "--basetemp", tmpdir / "t",
             "-n", "2"]
     log = tmpdir / "pytest-output.txt"
     with log.open("w") as out:
-        proc = subprocess.Popen(as_user.command(*argv), env=as_user.environ(tmpdir), cwd=as_user.checkout,
+        proc = subprocess.Popen(as_user.command(*argv), env=(environ or as_user.environ)(tmpdir), cwd=as_user.checkout,
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             code = proc.wait(timeout=CORPUS_TIMEOUT)
@@ -85,9 +90,27 @@ def test_as_user_the_hostile_corpus_is_held(as_user):
     output = log.read_text(errors="replace")
     tail = "\n".join(line[:500] for line in output.splitlines()[-TAIL_LINES:])
     where = f"as {as_user.user} in {as_user.checkout}: {' '.join(map(str, argv))}\n(full output: {log})\n{tail}"
-    assert code is not None, f"the corpus took over {CORPUS_TIMEOUT}s {where}"
+    assert code is not None, f"the run took over {CORPUS_TIMEOUT}s {where}"
     counts = _summary(output)
     assert code == 0, f"pytest exited {code} {where}"
     assert counts.get("failed", 0) == 0 and counts.get("error", 0) == 0, f"{counts} {where}"
-    assert counts.get("passed", 0) >= MIN_PASSED, f"only {counts} {where}"
+    assert counts.get("passed", 0) >= min_passed, f"only {counts} {where}"
     shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def test_as_user_the_hostile_corpus_is_held(as_user):
+    """The copy's pytest, as the user, on test_hostile.py and every test_trust_*.py: all held."""
+    files = ["tests/test_hostile.py", *sorted(str(p.relative_to(as_user.checkout))
+                                              for p in (as_user.checkout / "tests").glob("test_trust_*.py"))]
+    _pytest_as_user(as_user, files, MIN_PASSED)
+
+
+def test_as_user_the_hostile_environment_cases_are_held(as_user, harbor):
+    """test_envs_trust.py as the user, with its own Harbor venv and the engine's socket as a member of its group:
+    hoh is the user and the roles are root in their containers, so what a role made belongs to someone else."""
+    try:
+        engine = unprivileged_harbor.setup(as_user, harbor.exe)
+    except (unprivileged.Unavailable, OSError) as err:
+        unprivileged.give_up(f"the environment cases cannot run as {as_user.user} here: {err}")
+    _pytest_as_user(as_user, ["tests/test_envs_trust.py"], MIN_ENV_PASSED,
+                    environ=lambda tmpdir: engine.environ(as_user, tmpdir))

@@ -10,6 +10,7 @@ from hoh.config import HohConfig, apply_overrides
 from hoh.envs import registry
 from hoh.envs.attempt import run_attempt
 from hoh.envs.base import Executor
+from hoh.envs.harbor_env import one_line
 from hoh.errors import EnvironmentUnavailable
 from hoh.harness.base import HarnessAdapter
 from hoh.paths import WorkspacePaths
@@ -58,3 +59,15 @@ def test_an_adapter_never_sees_where_it_runs():
     for method in ("placed", "execute", "execute_many", "prepare"):
         doc = inspect.getdoc(getattr(Executor, method)) or ""
         assert "Raises:" in doc, f"Executor.{method} does not say what it raises"
+
+
+def test_a_compose_failure_reads_as_its_cause_not_as_the_command_harbor_ran():
+    """Harbor's compose errors spell out the whole command line first (two compose files in a venv's path: more
+    than the one line holds); the user reads the engine's words instead."""
+    command = "docker compose --project-name hoh-planner-1 --project-directory /w/env " + " ".join(
+        f"-f /a/long/venv/path/lib/python3.12/site-packages/harbor/compose-{n}.yaml" for n in range(6))
+    err = RuntimeError(f"Docker compose command failed for environment hoh. Command: {command} up --detach --wait. "
+                       "Return code: 125. Stdout: unknown flag: --project-name\nSee 'docker --help'.. Stderr: None. ")
+    line = one_line(err)
+    assert "Return code: 125" in line and "unknown flag: --project-name" in line
+    assert "--project-directory" not in line and "\n" not in line

@@ -33,6 +33,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -91,7 +92,11 @@ def setup(repo: Path) -> UserEnv:
         with _locked():
             return _prepare(repo)
     except (Unavailable, OSError) as err:
-        message = f"the run as {USER} is not possible here: {err}"
+        give_up(f"the run as {USER} is not possible here: {err}")
+
+
+def give_up(message: str) -> NoReturn:
+    """A skip naming what is missing, or a failure under CI (`HOH_CI`), where nothing may be missing."""
     if os.environ.get("HOH_CI"):
         pytest.fail(message, pytrace=False)
     pytest.skip(message)

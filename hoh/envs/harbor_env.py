@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import importlib
 import logging
+import re
 import shutil
 import threading
 from concurrent.futures import CancelledError as FutureCancelled
@@ -122,8 +123,10 @@ def preflight(config: EnvironmentConfig) -> None:
 
 
 def one_line(err: BaseException) -> str:
-    """An exception as one line with its cause (Docker's output carries it after the command line)."""
+    """An exception as one line with its cause (Docker's output carries it after the command line, which Harbor's
+    compose errors spell out in full before it: dropped, as the cause is what the user needs)."""
     text = " ".join(str(err).split()) or type(err).__name__
+    text = re.sub(r" Command: .*? (Return code: )", r" \1", text, count=1)
     for marker in ("Error response from daemon:", "error:", "Error:", "ERROR:"):
         if marker in text:
             text = text[text.rindex(marker):]

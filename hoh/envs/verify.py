@@ -192,10 +192,13 @@ async def layers_of(env: "BaseEnvironment", container: str) -> Layers | None:
         lower = tuple(Path(p) for p in (data.get("LowerDir") or "").split(":") if p)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if driver.get("Name") not in ("overlay2", "overlay") or not upper.is_absolute() or not upper.is_dir() \
-            or not os.access(upper, os.R_OK | os.X_OK):
+    if driver.get("Name") not in ("overlay2", "overlay") or not upper.is_absolute():
         return None
-    return Layers(upper, lower)
+    try:  # hoh not root: the engine's data dir is closed to it (is_dir raises then, EACCES)
+        readable = upper.is_dir() and os.access(upper, os.R_OK | os.X_OK)
+    except OSError:
+        return None
+    return Layers(upper, lower) if readable else None
 
 
 @dataclass
