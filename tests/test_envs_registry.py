@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from hoh.config import HohConfig, apply_overrides
-from hoh.envs import registry
+from hoh.envs import enforced, registry
 from hoh.envs.attempt import run_attempt
 from hoh.envs.base import Executor
 from hoh.envs.harbor_env import one_line
@@ -71,3 +71,20 @@ def test_a_compose_failure_reads_as_its_cause_not_as_the_command_harbor_ran():
     line = one_line(err)
     assert "Return code: 125" in line and "unknown flag: --project-name" in line
     assert "--project-directory" not in line and "\n" not in line
+
+
+@pytest.mark.parametrize("seen, missing", [
+    ("processes 512\nmemory_mb 1073741824\n", []),  # cgroup v1 or v2, both applied
+    ("processes 256\nmemory_mb 536870912\n", []),  # tighter than asked: applied
+    ("processes max\nmemory_mb max\n", ["sandbox.limits.processes=512", "sandbox.limits.memory_mb=1024"]),
+    ("memory_mb 9223372036854771712\n", ["sandbox.limits.processes=512", "sandbox.limits.memory_mb=1024"]),
+    ("", ["sandbox.limits.processes=512", "sandbox.limits.memory_mb=1024"]),  # rootless on v1: no cgroup at all
+    ("processes 512\nmemory_mb 2147483648\n", ["sandbox.limits.memory_mb=1024"]),
+])
+def test_a_limit_the_engine_took_but_does_not_apply_is_named(seen, missing):
+    assert enforced.unenforced(seen, 512, 1024) == missing
+
+
+def test_no_limit_asked_is_none_missing():
+    assert enforced.unenforced("", None, None) == []
+    assert enforced.unenforced("processes max\n", None, 64) == ["sandbox.limits.memory_mb=64"]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, TypeVar
 from ..errors import EnvironmentUnavailable
 from ..store import events as ev
 from ..store.hashcache import HashCache
-from . import channel, supervise, sync, verify
+from . import channel, enforced, supervise, sync, verify
 from .egress.route import socket_dir
 from .harbor_env import EnvironmentSpec, EventLoop, compose_based, one_line, unscoped
 from .idle import CANNOT_PAUSE, CANNOT_THAW, Idle, set_paused, thawed
@@ -159,6 +159,7 @@ class EnvironmentLife:
                                          timeout_sec=60), 120)
                 self.own = tuple(int(p) for p in (own.stdout or "").split() if p.isdigit())
                 self.python = "python3" in (own.stdout or "").split()
+                self._check_limits(env)
                 if verify.engine_of(env) is not None:
                     self.container = self._run(verify.container_of(env, self.spec.session_id), 300)
                     allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
@@ -181,6 +182,15 @@ class EnvironmentLife:
         except Exception as err:  # noqa: BLE001 - Docker, a cloud API: any failure is the one line the user reads
             raise EnvironmentUnavailable(f"--env {self.spec.name}: the {self.spec.role} environment did not start: "
                                          f"{one_line(err)}") from None
+
+    def _check_limits(self, env: "BaseEnvironment") -> None:
+        """Says once when the engine took a limit it does not apply (`enforced.py`); one exec, only if any is set."""
+        if not (self.spec.processes or self.spec.memory_mb):
+            return
+        seen = self._run(env.exec(enforced.PROBE, timeout_sec=60), 120)
+        missing = enforced.unenforced(seen.stdout or "", self.spec.processes, self.spec.memory_mb)
+        if missing:
+            self.warn(enforced.UNENFORCED.format(name=self.spec.name, limits=" and ".join(missing)))
 
     def _reopen(self) -> None:
         """The same environment again, on a bridge network (an image that cannot run the forwarder)."""
