@@ -3,7 +3,7 @@
 As root a jailed role starts with every capability to drop; as a user bwrap builds the jail in a
 user namespace instead, and the host paths a hostile role aims at (/root, /etc) behave otherwise.
 Both must hold, and so must the environment cases (test_envs_trust.py), where hoh is the user and its roles
-are root in their containers. `unprivileged.py` makes the user, its copy of the checkout and its venv,
+are root in their containers, and a run on rootless Podman. `unprivileged.py` makes the user, its copy of the checkout and its venv,
 `unprivileged_harbor.py` its Harbor venv and its way to the Docker engine; skipped when not root, failed
 instead of skipped when `HOH_CI` is set. `-k as_user` selects the tests; the long ones (a few minutes each)
 are `-k corpus_is_held` and `-k environment_cases`.
@@ -22,7 +22,9 @@ from typing import Callable
 import pytest
 import unprivileged
 import unprivileged_harbor
-from harbor_env import harbor  # noqa: F401 - a fixture
+from conftest import DEMO, run_hoh
+from harbor_env import BASE_IMAGE, candidate_ids, harbor, sessions  # noqa: F401 - a fixture
+from podman_env import podman_harbor  # noqa: F401 - a fixture
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS_TIMEOUT = 1500
@@ -116,3 +118,36 @@ def test_as_user_the_hostile_environment_cases_are_held(as_user, harbor):
              "tests/test_envs_checks.py::test_a_hostile_check_in_qa_s_container_changes_no_other_check_s_result"]
     _pytest_as_user(as_user, files, MIN_ENV_PASSED,
                     environ=lambda tmpdir: engine.environ(as_user, tmpdir))
+
+
+def test_as_user_rootless_podman_gives_the_local_candidate_and_says_which_limits_it_cannot_apply(as_user,
+                                                                                                podman_harbor):
+    """The demo's first loop with `--env podman` as the user (rootless Podman, its own store): the candidate of a
+    local run, nothing left running, and where the engine takes limits it does not apply (rootless on cgroup v1),
+    the run says so once."""
+    try:
+        engine = unprivileged_harbor.setup(as_user, podman_harbor.exe)
+        podman = unprivileged_harbor.rootless_podman(as_user, BASE_IMAGE)
+    except (unprivileged.Unavailable, OSError) as err:
+        unprivileged.give_up(f"rootless Podman cannot run as {as_user.user} here: {err}")
+    tmpdir = as_user.tmpdir()
+    local = tmpdir / "local"
+    assert run_hoh("build", DEMO / "spec.md", "--loops", "1", "-w", local, "-q").returncode == 0
+    env = {**engine.environ(as_user, tmpdir), **podman}
+    spec = as_user.checkout / DEMO.relative_to(REPO) / "spec.md"
+    ws = tmpdir / "ws"
+    argv = [engine.harbor.parent / "python", "-m", "hoh", "build", spec, "--harness", "scripted", "--loops", "1",
+            "-w", ws, "-q", "--env", "podman", "--env-image", BASE_IMAGE, "--set", "sandbox.limits.processes=512",
+            "--set", "sandbox.limits.memory_mb=1024"]
+    built = subprocess.run(as_user.command(*argv), env=env, cwd=tmpdir, capture_output=True, text=True,
+                           timeout=CORPUS_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert built.returncode == 0, built.stderr
+    assert candidate_ids(ws) == candidate_ids(local)
+    left = subprocess.run(as_user.command("podman", "ps", "-a", "--format", "{{.Names}}"), env=env, cwd=tmpdir,
+                          capture_output=True, text=True, timeout=120)
+    assert not [name for name in left.stdout.split() if any(s in name for s in sessions(ws))], left.stdout
+    cgroups = subprocess.run(as_user.command("podman", "info", "--format", "{{.Host.CgroupsVersion}}"), env=env,
+                             cwd=tmpdir, capture_output=True, text=True, timeout=120).stdout.strip()
+    said = built.stderr.count("does not enforce")
+    assert said == 1 if cgroups == "v1" else said <= 1, built.stderr
+    shutil.rmtree(tmpdir, ignore_errors=True)

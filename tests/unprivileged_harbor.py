@@ -20,6 +20,7 @@ import dataclasses
 import grp
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import tomllib
@@ -184,3 +185,55 @@ def _docker_access(user: UserEnv, engine: UserHarbor) -> None:
                                   f"directory above {socket} searchable by others?): {answer.stderr.strip()[-300:]}")
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+SUBORDINATE_IDS = "300000-365535"
+"""The user's subordinate uids and gids for rootless Podman (its containers' root and users map onto them)."""
+
+
+def rootless_podman(user: UserEnv, image: str) -> dict[str, str]:
+    """What the user needs for rootless Podman, made or reused: subordinate ids, `image` in its own store (copied
+    from root's), a podman-compose it can run; the variables its environment adds. `Unavailable` says what is
+    missing."""
+    with _locked():
+        for program in ("podman", "podman-compose", "newuidmap"):
+            if shutil.which(program) is None:
+                raise Unavailable(f"no {program} on PATH (.ci/podman-engine start; uidmap)")
+        for ids in (Path("/etc/subuid"), Path("/etc/subgid")):
+            if not any(line.startswith(f"{user.user}:") for line in _lines(ids)):
+                added = _run(["usermod", "--add-subuids", SUBORDINATE_IDS, "--add-subgids", SUBORDINATE_IDS,
+                              user.user], timeout=60)
+                if added.returncode != 0:
+                    raise Unavailable(f"`usermod --add-subuids` for {user.user} failed: {added.stderr.strip()}")
+        run = BASE / f"run-{user.uid}"  # one for good: Podman's store remembers the run dir it was made with
+        run.mkdir(mode=0o700, exist_ok=True)
+        os.chown(run, user.uid, user.gid)
+        extra = {"XDG_RUNTIME_DIR": str(run), "PATH": f"{user.python.parent}:/usr/local/bin:/usr/bin:/bin"}
+        env = user.environ(Path("/tmp"), **extra)
+        for argv in (["podman-compose", "--version"], ["podman", "info", "--format", "{{.Store.GraphDriverName}}"]):
+            answer = _run(user.command(*argv), timeout=300, env=env, cwd=user.home)
+            if answer.returncode != 0:
+                raise Unavailable(f"`{' '.join(argv)}` fails as {user.user}: {answer.stderr.strip()[-300:]}")
+        if _run(user.command("podman", "image", "exists", image), timeout=120, env=env, cwd=user.home).returncode:
+            _copy_image(user, image, env)
+        return extra
+
+
+def _copy_image(user: UserEnv, image: str, env: dict[str, str]) -> None:
+    """root's `podman save`, piped into the user's `podman load`."""
+    with tempfile.TemporaryFile() as archive:
+        saved = subprocess.run(["podman", "save", image], stdout=archive, stderr=subprocess.PIPE, timeout=600)
+        if saved.returncode != 0:
+            raise Unavailable(f"root's `podman save {image}` failed: {saved.stderr.decode(errors='replace')[-300:]}")
+        archive.seek(0)
+        loaded = subprocess.run(user.command("podman", "load"), stdin=archive, capture_output=True, env=env,
+                                cwd=user.home, timeout=600)
+    if loaded.returncode != 0:
+        raise Unavailable(f"`podman load` as {user.user} failed: {loaded.stderr.decode(errors='replace')[-300:]}")
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
