@@ -3,10 +3,10 @@
 As root a jailed role starts with every capability to drop; as a user bwrap builds the jail in a
 user namespace instead, and the host paths a hostile role aims at (/root, /etc) behave otherwise.
 Both must hold, and so must the environment cases (test_envs_trust.py), where hoh is the user and its roles
-are root in their containers, and a run on rootless Podman. `unprivileged.py` makes the user, its copy of the checkout and its venv,
-`unprivileged_harbor.py` its Harbor venv and its way to the Docker engine; skipped when not root, failed
-instead of skipped when `HOH_CI` is set. `-k as_user` selects the tests; the long ones (a few minutes each)
-are `-k corpus_is_held` and `-k environment_cases`.
+are root in their containers, and a run on rootless Podman. `unprivileged.py` makes the user, its copy of the
+checkout and its venv, `unprivileged_harbor.py` its Harbor venv, its way to the Docker engine and its rootless
+Podman; skipped when not root, failed instead of skipped when `HOH_CI` is set. `-k as_user` selects the tests;
+the long ones (a few minutes each) are `-k corpus_is_held` and `-k environment_cases`.
 """
 
 from __future__ import annotations
