@@ -27,11 +27,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from unprivileged import BASE, INSTALL_TIMEOUT, USER, Unavailable, UserEnv, _digest, _locked, _run
+from unprivileged import BASE, USER, Unavailable, UserEnv, _digest, _locked, _run
 
 LEFT_OUT = ("test", "tests", "idle_test", "site-packages", "__pycache__")
 """What a copied Python does without: its own tests and packages (the venv has its own), and bytecode."""
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+INSTALL_TIMEOUT = 1800
+"""Harbor's dependencies are many (LiteLLM's among them): 11 minutes once, beside a CI run on two cores."""
 
 
 @dataclass(frozen=True)
