@@ -85,6 +85,12 @@ def test_a_limit_the_engine_took_but_does_not_apply_is_named(seen, missing):
     assert enforced.unenforced(seen, 512, 1024) == missing
 
 
+def test_the_line_names_each_limit_missing_once():
+    assert enforced.warning("podman", ["sandbox.limits.processes=512"]).endswith("the roles run without it")
+    both = enforced.warning("podman", ["sandbox.limits.processes=512", "sandbox.limits.memory_mb=1024"])
+    assert "sandbox.limits.processes=512 and sandbox.limits.memory_mb=1024" in both and both.endswith("without them")
+
+
 def test_no_limit_asked_is_none_missing():
     assert enforced.unenforced("", None, None) == []
     assert enforced.unenforced("processes max\n", None, 64) == ["sandbox.limits.memory_mb=64"]

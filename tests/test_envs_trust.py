@@ -230,7 +230,7 @@ def test_a_networked_role_s_container_reaches_hoh_s_proxy_and_nothing_else(harbo
             if hoh.poll() is None:
                 hoh.kill()
         assert hoh.returncode == 0, stderr
-        assert "does not enforce" not in stderr  # the engine applies both limits (enforced.py reads them inside)
+        assert "does not apply" not in stderr  # the engine applies both limits (enforced.py reads them inside)
     finally:
         model.shutdown()
         counter.server.close()

@@ -66,10 +66,14 @@ class UserEnv:
     home: Path
     checkout: Path
     python: Path
+    groups: tuple[int, ...] = ()
+    """Its supplementary groups: none, whatever /etc/group says (a docker group is root's power), unless a tier
+    gives one (`unprivileged_harbor.py`: the engine socket's)."""
 
     def command(self, *argv: str | Path) -> list[str]:
-        """`argv` run as the user: its uid, gid and groups; no capabilities are left once uid 0 is gone."""
-        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--", *map(str, argv)]
+        """`argv` run as the user: its uid, gid and `groups`; no capabilities are left once uid 0 is gone."""
+        groups = f"--groups={','.join(map(str, self.groups))}" if self.groups else "--clear-groups"
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", groups, "--", *map(str, argv)]
 
     def environ(self, tmpdir: Path, **extra: str) -> dict[str, str]:
         """A clean environment: nothing of root's (no secrets), the venv first on PATH, hoh from the copy."""
@@ -103,8 +107,11 @@ def give_up(message: str) -> NoReturn:
 
 
 class _locked:
+    def __init__(self, path: Path = LOCK):
+        self.path = path
+
     def __enter__(self) -> None:
-        self.fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
 
     def __exit__(self, *exc: object) -> None:
@@ -244,14 +251,22 @@ def _ensure_venv(checkout: Path, entry: pwd.struct_passwd) -> Path:
         if done.returncode != 0:
             tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-15:])
             raise Unavailable(f"{what} failed as {USER} (exit {done.returncode}):\n{tail}")
-    ready.write_text(" ".join(requirements) + "\n")
+    mark(ready, " ".join(requirements) + "\n")
     return python
+
+
+def mark(path: Path, text: str) -> None:
+    """Root writes `path` in a directory the user owns: a new file, never through a link the user left there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
 
 
 def _prune(keep: set[Path]) -> None:
     """Copies and venvs of other sources nobody used for STALE_SECONDS, left-over staging dirs, old TMPDIRs."""
     for path in [*BASE.iterdir(), *Path("/tmp").glob(RUN_PREFIX + "*")]:
-        if path in keep or not path.name.startswith(("src-", "venv-", ".src-", RUN_PREFIX)) or path.is_symlink():
+        if path in keep or not path.name.startswith(("src-", "venv-", ".src-", "harbor-", RUN_PREFIX)) \
+                or path.is_symlink():
             continue
         if time.time() - path.lstat().st_mtime > STALE_SECONDS:
             shutil.rmtree(path, ignore_errors=True)

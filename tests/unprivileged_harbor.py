@@ -2,24 +2,25 @@
 
 `setup(user, harbor_exe)` gives the user of `unprivileged.py` what the root run has for `--env docker`:
 
-    /tmp/hoh-as-user/python-<hash>/  a copy of the Python under root's Harbor venv, when the user cannot run the
-                                     original (pyenv's lives under /root, mode 0700): the standard library
-                                     without its tests, and the interpreter's RUNPATH made relative
+    /tmp/hoh-as-user-python/<hash>/  root's, 0755: a copy of the Python under root's Harbor venv, when the user
+                                     cannot run the original (pyenv's lives under /root, mode 0700): the standard
+                                     library without its tests, and the interpreter's RUNPATH made relative
                                      ($ORIGIN/../lib, by patchelf) so it finds the copy's libpython
     /tmp/hoh-as-user/harbor-<hash>/  that Python's venv, made and filled by the user: hoh's dependencies and
                                      the `harbor` extra (hoh itself runs from the user's copy, PYTHONPATH)
 
-and the engine's socket, reached as a member of its group, which is how a user of Docker usually reaches it.
-hoh then runs as the user and its roles run as root in their containers: the case where a file a role made
-belongs to someone hoh is not.
+and the engine's socket, reached with its group as the one supplementary group of the commands of this tier
+only (how a user of Docker reaches it; /etc/group is left alone, so the corpus's user never holds it). hoh
+then runs as the user and its roles run as root in their containers: what a role made belongs to someone else.
+Root writes nothing in what the user owns but through a new name, never through a link (`mark`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import grp
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,44 +28,56 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from unprivileged import BASE, USER, Unavailable, UserEnv, _digest, _locked, _run
+from unprivileged import BASE, USER, Unavailable, UserEnv, _digest, _locked, _run, mark
 
 LEFT_OUT = ("test", "tests", "idle_test", "site-packages", "__pycache__")
 """What a copied Python does without: its own tests and packages (the venv has its own), and bytecode."""
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+PYTHONS = Path("/tmp/hoh-as-user-python")
+"""Root's own, out of the user's reach (BASE is the user's: root would copy and chmod into what it can swap)."""
+HARBOR_LOCK = Path("/tmp/hoh-as-user-harbor.lock")
+"""Its own lock: the corpus's setup need not wait for Harbor's long install."""
 INSTALL_TIMEOUT = 1800
 """Harbor's dependencies are many (LiteLLM's among them): 11 minutes once, beside a CI run on two cores."""
 
 
 @dataclass(frozen=True)
 class UserHarbor:
-    """The user's `harbor` executable (beside its venv's Python) and the engine it reaches."""
+    """The user with the engine socket's group, its `harbor` executable (beside its venv's Python), the engine."""
 
+    user: UserEnv
     harbor: Path
     docker_host: str
     plugins: Path | None
     """The Docker CLI's plugins of root's (`docker compose` is one: .ci/docker-engine puts it in DOCKER_CONFIG)."""
 
-    def environ(self, user: UserEnv, tmpdir: Path) -> dict[str, str]:
-        """The user's environment for the Harbor tests: required, so a missing piece fails instead of skipping.
-        Its own DOCKER_CONFIG (the CLI writes there: buildx's activity), with root's plugins linked in."""
+    def environ(self, tmpdir: Path) -> dict[str, str]:
+        """The user's environment for the Harbor tests in a fresh `tmpdir` of `UserEnv.tmpdir`: required, so a
+        missing piece fails instead of skipping. Its own DOCKER_CONFIG (the CLI writes there: buildx's activity),
+        with root's plugins linked in, made before the user runs anything there."""
         config = tmpdir / "docker-config"
-        config.mkdir(exist_ok=True)
-        if self.plugins and not (config / "cli-plugins").is_symlink():
+        config.mkdir()
+        if self.plugins:
             (config / "cli-plugins").symlink_to(self.plugins)
-        os.chown(config, user.uid, user.gid)
-        return user.environ(tmpdir, HOH_HARBOR=str(self.harbor), HOH_REQUIRE_HARBOR="1", DOCKER_HOST=self.docker_host,
-                            DOCKER_CONFIG=str(config))
+        os.chown(config, self.user.uid, self.user.gid, follow_symlinks=False)
+        return self.user.environ(tmpdir, HOH_HARBOR=str(self.harbor), HOH_REQUIRE_HARBOR="1",
+                                 DOCKER_HOST=self.docker_host, DOCKER_CONFIG=str(config))
 
 
 def setup(user: UserEnv, harbor_exe: Path) -> UserHarbor:
     """The user's Python, venv and engine access, made or reused; `Unavailable` says what is missing."""
-    with _locked():
-        plugins = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
-        engine = UserHarbor(Path(), _docker_host(), plugins if plugins.is_dir() else None)
-        _docker_access(user, engine)
-        python = _user_python(_base_python(harbor_exe), user)
-        return dataclasses.replace(engine, harbor=_ensure_venv(python, user))
+    host = _docker_host()
+    plugins = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
+    engine = UserHarbor(dataclasses.replace(user, groups=(_socket_group(host),)), Path(), host,
+                        plugins if plugins.is_dir() else None)
+    _docker_access(engine)
+    return dataclasses.replace(engine, harbor=harbor_venv(user, harbor_exe))
+
+
+def harbor_venv(user: UserEnv, harbor_exe: Path) -> Path:
+    """The `harbor` of the user's own venv, on the Python root's `harbor_exe` runs on (or a copy of it)."""
+    with _locked(HARBOR_LOCK):
+        return _ensure_venv(_user_python(_base_python(harbor_exe), user), user)
 
 
 def _base_python(harbor_exe: Path) -> Path:
@@ -86,24 +99,34 @@ def _user_python(base: Path, user: UserEnv) -> Path:
     version = _run([str(base), "-c", "import sys; print(sys.version)"], timeout=60)
     if version.returncode != 0:
         raise Unavailable(f"{base} does not run: {version.stderr.strip()}")
-    dest = BASE / f"python-{_digest(str(prefix).encode(), version.stdout.encode())}"
+    dest = _pythons() / _digest(str(prefix).encode(), version.stdout.encode())
     python = dest / "bin" / base.name
     if (dest / ".hoh-ready").is_file():
         return python
     shutil.rmtree(dest, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix=".python-", dir=BASE))
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=PYTHONS))
     copy = staging / "python"
     shutil.copytree(prefix, copy, symlinks=True, ignore=shutil.ignore_patterns(*LEFT_OUT))
     _relocate(copy / "bin" / base.name)
-    for path in [staging, copy, *copy.rglob("*")]:  # root's, readable by all: the user runs it, never changes it
+    for path in [copy, *copy.rglob("*")]:  # readable by all, runnable where root may run it: the user never writes
         if not path.is_symlink():
-            path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
+            mode = path.stat().st_mode
+            path.chmod(mode | 0o444 | (0o111 if path.is_dir() or mode & 0o100 else 0))
     copy.rename(dest)
     staging.rmdir()
     if not _runs_as(user, python, "import ssl, sqlite3, ctypes, venv, ensurepip"):
         raise Unavailable(f"the copy of {prefix} at {dest} does not run as {USER}")
     (dest / ".hoh-ready").write_text(f"{prefix}\n")
     return python
+
+
+def _pythons() -> Path:
+    """PYTHONS, a real directory of root's that nobody else can write to."""
+    PYTHONS.mkdir(mode=0o755, exist_ok=True)
+    info = PYTHONS.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+        raise Unavailable(f"{PYTHONS} exists but is not a directory only root can write to; remove it")
+    return PYTHONS
 
 
 def _relocate(interpreter: Path) -> None:
@@ -143,7 +166,7 @@ def _ensure_venv(python: Path, user: UserEnv) -> Path:
     del env["PYTHONPATH"]
     steps = [([python, "-m", "venv", venv], f"`{python} -m venv`"),
              ([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-               *requirements], f"`pip install` of hoh's dependencies and {requirements[-1]!r} (is PyPI reachable?)")]
+               *requirements], "`pip install` of hoh's dependencies and Harbor (is PyPI reachable?)")]
     for argv, what in steps:
         done = _run(user.command(*argv), env=env, cwd=user.checkout, timeout=INSTALL_TIMEOUT)
         if done.returncode != 0:
@@ -151,7 +174,7 @@ def _ensure_venv(python: Path, user: UserEnv) -> Path:
             raise Unavailable(f"{what} failed as {USER} (exit {done.returncode}):\n{tail}")
     if not (venv / "bin" / "harbor").is_file():
         raise Unavailable(f"the `harbor` extra installed no harbor CLI in {venv}")
-    ready.write_text(" ".join(requirements) + "\n")
+    mark(ready, " ".join(requirements) + "\n")
     return venv / "bin" / "harbor"
 
 
@@ -162,9 +185,9 @@ def _docker_host() -> str:
     return host
 
 
-def _docker_access(user: UserEnv, engine: UserHarbor) -> None:
-    """The user joins the group of the engine's socket; the engine and its compose plugin answer it, or why not."""
-    socket = Path(engine.docker_host.removeprefix("unix://"))
+def _socket_group(host: str) -> int:
+    """The group that may read and write the engine's socket (root's cannot be given away)."""
+    socket = Path(host.removeprefix("unix://"))
     try:
         info = socket.stat()
     except OSError as err:
@@ -172,19 +195,21 @@ def _docker_access(user: UserEnv, engine: UserHarbor) -> None:
     if info.st_gid == 0 or not info.st_mode & 0o060 == 0o060:
         raise Unavailable(f"the engine's socket {socket} is not read-writable by a group other than root's "
                           "(start dockerd with --group docker)")
-    group = grp.getgrgid(info.st_gid)
-    if user.user not in group.gr_mem:
-        added = _run(["usermod", "--append", "--groups", group.gr_name, user.user], timeout=60)
-        if added.returncode != 0:
-            raise Unavailable(f"`usermod -aG {group.gr_name} {user.user}` failed: {added.stderr.strip()}")
+    return info.st_gid
+
+
+def _docker_access(engine: UserHarbor) -> None:
+    """The engine and its compose plugin answer the user with the socket's group, or why not."""
+    user = engine.user
     tmpdir = user.tmpdir()
     try:
-        env = engine.environ(user, tmpdir)
+        env = engine.environ(tmpdir)
         for argv in (["docker", "version", "--format", "{{.Server.Version}}"], ["docker", "compose", "version"]):
             answer = _run(user.command(*argv), timeout=120, env=env, cwd=user.home)
             if answer.returncode != 0:
-                raise Unavailable(f"`{' '.join(argv)}` fails as {user.user} in group {group.gr_name} (is every "
-                                  f"directory above {socket} searchable by others?): {answer.stderr.strip()[-300:]}")
+                why = answer.stderr.strip()[-300:]
+                raise Unavailable(f"`{' '.join(argv)}` fails as {user.user} with the group of {engine.docker_host} "
+                                  f"(is every directory above it searchable by others?): {why}")
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -197,19 +222,23 @@ def rootless_podman(user: UserEnv, image: str) -> dict[str, str]:
     """What the user needs for rootless Podman, made or reused: subordinate ids, `image` in its own store (copied
     from root's), a podman-compose it can run; the variables its environment adds. `Unavailable` says what is
     missing."""
-    with _locked():
+    with _locked(HARBOR_LOCK):
         for program in ("podman", "podman-compose", "newuidmap"):
             if shutil.which(program) is None:
                 raise Unavailable(f"no {program} on PATH (.ci/podman-engine start; uidmap)")
-        for ids in (Path("/etc/subuid"), Path("/etc/subgid")):
+        for ids, flag in ((Path("/etc/subuid"), "--add-subuids"), (Path("/etc/subgid"), "--add-subgids")):
             if not any(line.startswith(f"{user.user}:") for line in _lines(ids)):
-                added = _run(["usermod", "--add-subuids", SUBORDINATE_IDS, "--add-subgids", SUBORDINATE_IDS,
-                              user.user], timeout=60)
+                added = _run(["usermod", flag, SUBORDINATE_IDS, user.user], timeout=60)
                 if added.returncode != 0:
-                    raise Unavailable(f"`usermod --add-subuids` for {user.user} failed: {added.stderr.strip()}")
+                    raise Unavailable(f"`usermod {flag}` for {user.user} failed: {added.stderr.strip()}")
         run = BASE / f"run-{user.uid}"  # one for good: Podman's store remembers the run dir it was made with
-        run.mkdir(mode=0o700, exist_ok=True)
-        os.chown(run, user.uid, user.gid)
+        try:
+            run.mkdir(mode=0o700)
+            os.chown(run, user.uid, user.gid, follow_symlinks=False)
+        except FileExistsError:
+            info = run.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != user.uid:
+                raise Unavailable(f"{run} is not the user's directory; remove it") from None
         extra = {"XDG_RUNTIME_DIR": str(run), "PATH": f"{user.python.parent}:/usr/local/bin:/usr/bin:/bin"}
         env = user.environ(Path("/tmp"), **extra)
         for argv in (["podman-compose", "--version"], ["podman", "info", "--format", "{{.Store.GraphDriverName}}"]):

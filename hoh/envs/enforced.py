@@ -1,6 +1,7 @@
 """Whether the engine enforces the limits hoh gave an environment (`sandbox.limits.processes`, `memory_mb`).
 
-Read once at its start, from inside, before any role ran there: the limits of the cgroup its processes are in
+Read once at the start of a Compose engine's environment (Docker, Podman: the engines hoh gives the limits to),
+from inside, before any role ran there: the limits of the cgroup its processes are in
 (cgroup v2's files, else v1's), which only the kernel writes. An engine may take a limit and not apply it: a
 rootless Podman on cgroup v1 says "Resource limits are not supported and ignored" on its stderr, which Harbor
 does not pass on, and starts the container with none. The run then says so, once, and goes on without it.
@@ -14,8 +15,13 @@ PROBE = ('for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do '
          '[ -r "$f" ] && echo "memory_mb $(cat "$f")" && break; done; true')
 """Each limit's file, as `processes N` / `memory_mb BYTES` lines (`max` where the cgroup has none; no line where
 the container has no such cgroup of its own)."""
-UNENFORCED = ("--env {name}: the engine does not enforce {limits} in its environments here (their cgroup has no "
-              "such limit: a rootless engine on cgroup v1, say); the roles run without it")
+UNENFORCED = ("--env {name}: the engine does not apply {limits} in its environments here (their cgroup shows none, "
+              "or a looser one: a rootless engine on cgroup v1, say); the roles run without {them}")
+
+
+def warning(name: str, missing: list[str]) -> str:
+    """The one line said for `missing` (from `unenforced`)."""
+    return UNENFORCED.format(name=name, limits=" and ".join(missing), them="them" if len(missing) > 1 else "it")
 
 
 def unenforced(seen: str, processes: int | None, memory_mb: int | None) -> list[str]:

@@ -184,13 +184,14 @@ class EnvironmentLife:
                                          f"{one_line(err)}") from None
 
     def _check_limits(self, env: "BaseEnvironment") -> None:
-        """Says once when the engine took a limit it does not apply (`enforced.py`); one exec, only if any is set."""
-        if not (self.spec.processes or self.spec.memory_mb):
+        """Says once when a Compose engine took a limit it does not apply (`enforced.py`); one exec, where any is
+        set. Another provider is given no `pids_limit` (hoh's overlay is Compose's), so none is asked of it."""
+        if not (self.spec.processes or self.spec.memory_mb) or not compose_based(self.spec.name):
             return
         seen = self._run(env.exec(enforced.PROBE, timeout_sec=60), 120)
         missing = enforced.unenforced(seen.stdout or "", self.spec.processes, self.spec.memory_mb)
         if missing:
-            self.warn(enforced.UNENFORCED.format(name=self.spec.name, limits=" and ".join(missing)))
+            self.warn(enforced.warning(self.spec.name, missing))
 
     def _reopen(self) -> None:
         """The same environment again, on a bridge network (an image that cannot run the forwarder)."""
