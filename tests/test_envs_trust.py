@@ -322,10 +322,13 @@ REACH = ("for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null "
          "|| echo environ-denied >> reach.txt; done; true")
 
 
-def built_in_docker(harbor, tmp_path: Path, first: str, loops: int = 1) -> Path:
-    """A build in Docker whose Developer runs `first` before its other actions in loop 1; its workspace."""
+def built_in_docker(harbor, tmp_path: Path, first: str, loops: int = 1, then: str | None = None) -> Path:
+    """A build in Docker whose Developer runs `first` before its other actions in loop 1 (and `then` in loop 2);
+    its workspace."""
     script = mini_script(loops)
     script["loops"][1]["developer"].setdefault("actions", []).insert(0, {"run": first})
+    if then is not None:
+        script["loops"][2]["developer"].setdefault("actions", []).insert(0, {"run": then})
     spec = write_project(tmp_path, script)
     ws = tmp_path / "ws"
     built = harbor.hoh("build", spec, "--harness", "scripted", "--loops", str(loops), "-w", ws, "-q", *ENV)
@@ -368,10 +371,14 @@ INTO_SERVER = ("python3 -c \"import ctypes, os\n"
                "out.close()\"")
 """A role's step that finds hoh's server in its container (`envs/serve.py`) and tries to attach to it and to open
 its stdout, its stdin and its memory: `server.txt` says how it went."""
-KILL_SERVER = ("nohup sh -c 'sleep 3; echo planted > planted.txt' >/dev/null 2>&1 & "
+KILL_SERVER = ("nohup sh -c 'until [ -e \"$0/next.txt\" ]; do sleep 0.2; done; echo planted > \"$0/planted.txt\"' "
+               "\"$PWD\" >/dev/null 2>&1 & "
                "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null | grep -q 'sys.exit(ser[v]e())' "
                "&& kill -9 ${d#/proc/}; done; true")
-"""A role's step that leaves a daemon, which writes into the project a little later, and kills hoh's server."""
+"""A role's step that leaves a daemon and kills hoh's server. The daemon writes into the project once a later
+attempt there has written `next.txt` (`NEXT`): only a daemon that outlived its own attempt ever writes (a clock
+would race hoh's end-of-attempt kill on a loaded machine, where the attempt itself may take longer)."""
+NEXT = "touch next.txt; sleep 1"
 
 
 def test_a_role_cannot_reach_into_hoh_s_server(harbor, tmp_path):
@@ -387,7 +394,7 @@ def test_a_role_that_kills_hoh_s_server_loses_only_its_own_attempt(harbor, tmp_p
     """Killing hoh's server fails the step it served (the Developer's attempt, as an `exec` that died would): the
     attempt runs again by an `exec` per step, the daemon the role left is killed first, the kill is journaled as
     tampering, and the run goes on."""
-    ws = built_in_docker(harbor, tmp_path, KILL_SERVER, loops=2)
+    ws = built_in_docker(harbor, tmp_path, KILL_SERVER, loops=2, then=NEXT)
     events = journal(ws)
     [failed] = [e for e in events if e["event"] == "transient_failure"]
     assert (failed["loop"], failed["role"]) == (1, "developer")
@@ -395,7 +402,7 @@ def test_a_role_that_kills_hoh_s_server_loses_only_its_own_attempt(harbor, tmp_p
     [killed] = [e for e in events if e["event"] == "environment_tampered" and e.get("server")]
     assert killed["role"] == "developer" and killed["seq"] < failed["seq"]
     assert [e["status"] for e in events if e["event"] == "loop_finished"] == ["pass", "pass"]
-    assert not (ws / "project" / "planted.txt").exists()
+    assert (ws / "project" / "next.txt").exists() and not (ws / "project" / "planted.txt").exists()
     assert len(sessions(ws)) == 3  # no environment was replaced: what hoh held there was never in doubt
 
 
