@@ -371,13 +371,15 @@ INTO_SERVER = ("python3 -c \"import ctypes, os\n"
                "out.close()\"")
 """A role's step that finds hoh's server in its container (`envs/serve.py`) and tries to attach to it and to open
 its stdout, its stdin and its memory: `server.txt` says how it went."""
-KILL_SERVER = ("nohup sh -c 'until [ -e \"$0/next.txt\" ]; do sleep 0.2; done; echo planted > \"$0/planted.txt\"' "
-               "\"$PWD\" >/dev/null 2>&1 & "
+KILL_SERVER = ("nohup sh -c 'i=$(stat -c %i \"$0\"); "
+               "until [ -e \"$0/next.txt\" ] || [ \"$(stat -c %i \"$0\" 2>/dev/null)\" != \"$i\" ]; do sleep 0.1; done; "
+               "until echo planted > \"$0/planted.txt\"; do sleep 0.1; done' \"$PWD\" >/dev/null 2>&1 & "
                "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null | grep -q 'sys.exit(ser[v]e())' "
                "&& kill -9 ${d#/proc/}; done; true")
 """A role's step that leaves a daemon and kills hoh's server. The daemon writes into the project once a later
-attempt there has written `next.txt` (`NEXT`): only a daemon that outlived its own attempt ever writes (a clock
-would race hoh's end-of-attempt kill on a loaded machine, where the attempt itself may take longer)."""
+attempt is there: once hoh has placed the project afresh (a new directory) or a later attempt wrote `next.txt`
+(`NEXT`). So only a daemon that outlived its own attempt ever writes, whatever the timing (a clock would race
+hoh's end-of-attempt kill on a loaded machine, where the attempt itself may take longer)."""
 NEXT = "touch next.txt; sleep 1"
 
 
