@@ -372,7 +372,8 @@ INTO_SERVER = ("python3 -c \"import ctypes, os\n"
 """A role's step that finds hoh's server in its container (`envs/serve.py`) and tries to attach to it and to open
 its stdout, its stdin and its memory: `server.txt` says how it went."""
 KILL_SERVER = ("nohup sh -c 'i=$(stat -c %i \"$0\"); "
-               "until [ -e \"$0/next.txt\" ] || [ \"$(stat -c %i \"$0\" 2>/dev/null)\" != \"$i\" ]; do sleep 0.1; done; "
+               "until [ -e \"$0/next.txt\" ] || [ \"$(stat -c %i \"$0\" 2>/dev/null)\" != \"$i\" ]; "
+               "do sleep 0.1; done; "
                "until echo planted > \"$0/planted.txt\"; do sleep 0.1; done' \"$PWD\" >/dev/null 2>&1 & "
                "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline 2>/dev/null | grep -q 'sys.exit(ser[v]e())' "
                "&& kill -9 ${d#/proc/}; done; true")
