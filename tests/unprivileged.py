@@ -232,27 +232,31 @@ def _ensure_venv(checkout: Path, entry: pwd.struct_passwd) -> Path:
     if version.returncode != 0:
         raise Unavailable(f"{PYTHON} does not run: {version.stderr.strip()}")
     venv = BASE / f"venv-{_digest((checkout / 'pyproject.toml').read_bytes(), version.stdout.encode())}"
-    python = venv / "bin" / "python"
+    as_user = UserEnv(USER, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir), checkout, venv / "bin" / "python")
+    install_venv(as_user, PYTHON, venv, requirements, INSTALL_TIMEOUT)
+    return as_user.python
+
+
+def install_venv(user: UserEnv, base: Path, venv: Path, requirements: list[str], timeout: float) -> None:
+    """`venv`, made by the user from `base` with `requirements` installed, unless it is there ready already."""
     ready = venv / ".hoh-ready"
     if ready.is_file():
         os.utime(venv)
-        return python
+        return
     shutil.rmtree(venv, ignore_errors=True)
-    as_user = UserEnv(USER, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir), checkout, python)
     # pip's own settings (a mirror, a certificate, a proxy) are passed on for the install only.
     pip_env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k.lower().endswith("_proxy")}
-    env = {**as_user.environ(Path("/tmp")), **pip_env}
+    env = {**user.environ(Path("/tmp")), **pip_env}
     del env["PYTHONPATH"]
-    steps = [([str(PYTHON), "-m", "venv", str(venv)], f"`{PYTHON} -m venv` (is python3-venv installed?)"),
-             ([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
-              f"`pip install` of {', '.join(requirements)} (is PyPI reachable?)")]
+    steps = [([base, "-m", "venv", venv], f"`{base} -m venv` (is python3-venv installed?)"),
+             ([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               *requirements], f"`pip install` of {', '.join(requirements)} (is PyPI reachable?)")]
     for argv, what in steps:
-        done = _run(as_user.command(*argv), env=env, cwd=checkout, timeout=INSTALL_TIMEOUT)
+        done = _run(user.command(*argv), env=env, cwd=user.checkout, timeout=timeout)
         if done.returncode != 0:
             tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-15:])
             raise Unavailable(f"{what} failed as {USER} (exit {done.returncode}):\n{tail}")
     mark(ready, " ".join(requirements) + "\n")
-    return python
 
 
 def mark(path: Path, text: str) -> None:

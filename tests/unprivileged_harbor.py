@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from unprivileged import BASE, USER, Unavailable, UserEnv, _digest, _locked, _run, mark
+from unprivileged import BASE, USER, Unavailable, UserEnv, _digest, _locked, _run, install_venv
 
 LEFT_OUT = ("test", "tests", "idle_test", "site-packages", "__pycache__")
 """What a copied Python does without: its own tests and packages (the venv has its own), and bytecode."""
@@ -156,25 +156,9 @@ def _ensure_venv(python: Path, user: UserEnv) -> Path:
     version = _run(user.command(python, "-c", "import sys; print(sys.version)"), timeout=60,
                    env=user.environ(Path("/tmp")), cwd=user.home)
     venv = BASE / f"harbor-{_digest((user.checkout / 'pyproject.toml').read_bytes(), version.stdout.encode())}"
-    ready = venv / ".hoh-ready"
-    if ready.is_file():
-        os.utime(venv)
-        return venv / "bin" / "harbor"
-    shutil.rmtree(venv, ignore_errors=True)
-    pip_env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k.lower().endswith("_proxy")}
-    env = {**user.environ(Path("/tmp")), **pip_env}
-    del env["PYTHONPATH"]
-    steps = [([python, "-m", "venv", venv], f"`{python} -m venv`"),
-             ([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-               *requirements], "`pip install` of hoh's dependencies and Harbor (is PyPI reachable?)")]
-    for argv, what in steps:
-        done = _run(user.command(*argv), env=env, cwd=user.checkout, timeout=INSTALL_TIMEOUT)
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr + done.stdout).strip().splitlines()[-15:])
-            raise Unavailable(f"{what} failed as {USER} (exit {done.returncode}):\n{tail}")
+    install_venv(user, python, venv, requirements, INSTALL_TIMEOUT)
     if not (venv / "bin" / "harbor").is_file():
         raise Unavailable(f"the `harbor` extra installed no harbor CLI in {venv}")
-    mark(ready, " ".join(requirements) + "\n")
     return venv / "bin" / "harbor"
 
 

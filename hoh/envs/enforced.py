@@ -15,6 +15,8 @@ PROBE = ('for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do '
          '[ -r "$f" ] && echo "memory_mb $(cat "$f")" && break; done; true')
 """Each limit's file, as `processes N` / `memory_mb BYTES` lines (`max` where the cgroup has none; no line where
 the container has no such cgroup of its own)."""
+MARK = "hoh-limits:"
+"""The line before the probe's, in the start's one exec with other output (`lifecycle.py`)."""
 UNENFORCED = ("--env {name}: the engine does not apply {limits} in its environments here (their cgroup shows none, "
               "or a looser one: a rootless engine on cgroup v1, say); the roles run without {them}")
 

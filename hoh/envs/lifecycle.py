@@ -155,11 +155,15 @@ class EnvironmentLife:
         try:
             if self.owned:
                 self._run(env.start(force_build=False), START_TIMEOUT)
-                own = self._run(env.exec(f"{supervise.own_processes()}; command -v python3 >/dev/null && echo python3",
-                                         timeout_sec=60), 120)
-                self.own = tuple(int(p) for p in (own.stdout or "").split() if p.isdigit())
-                self.python = "python3" in (own.stdout or "").split()
-                self._check_limits(env)
+                limits = self._limits_asked()
+                probe = f"; echo {enforced.MARK}; {enforced.PROBE}" if limits else ""
+                own = self._run(env.exec(f"{supervise.own_processes()}; command -v python3 >/dev/null && echo python3"
+                                         f"{probe}", timeout_sec=60), 120)
+                found, _, seen = (own.stdout or "").partition(enforced.MARK)
+                self.own = tuple(int(p) for p in found.split() if p.isdigit())
+                self.python = "python3" in found.split()
+                if limits and (missing := enforced.unenforced(seen, self.spec.processes, self.spec.memory_mb)):
+                    self.warn(enforced.warning(self.spec.name, missing))
                 if verify.engine_of(env) is not None:
                     self.container = self._run(verify.container_of(env, self.spec.session_id), 300)
                     allowed = (supervise.ROOT, "/tmp", *map(str, self.bounds))
@@ -183,15 +187,10 @@ class EnvironmentLife:
             raise EnvironmentUnavailable(f"--env {self.spec.name}: the {self.spec.role} environment did not start: "
                                          f"{one_line(err)}") from None
 
-    def _check_limits(self, env: "BaseEnvironment") -> None:
-        """Says once when a Compose engine took a limit it does not apply (`enforced.py`); one exec, where any is
-        set. Another provider is given no `pids_limit` (hoh's overlay is Compose's), so none is asked of it."""
-        if not (self.spec.processes or self.spec.memory_mb) or not compose_based(self.spec.name):
-            return
-        seen = self._run(env.exec(enforced.PROBE, timeout_sec=60), 120)
-        missing = enforced.unenforced(seen.stdout or "", self.spec.processes, self.spec.memory_mb)
-        if missing:
-            self.warn(enforced.warning(self.spec.name, missing))
+    def _limits_asked(self) -> bool:
+        """Whether the start reads the limits a Compose engine took (`enforced.py`), in its one exec there. Another
+        provider is given no `pids_limit` (hoh's overlay is Compose's), so none is asked of it."""
+        return bool(self.spec.processes or self.spec.memory_mb) and compose_based(self.spec.name)
 
     def _reopen(self) -> None:
         """The same environment again, on a bridge network (an image that cannot run the forwarder)."""
